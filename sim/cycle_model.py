@@ -1,0 +1,255 @@
+"""The AiM memory system: host instruction decode (the "AiM DMA") over 32 channel controllers.
+
+Cycle semantics are the public Ramulator2-based AiM simulator's (commit 0f28a07,
+``test/example.yaml``), which the PATTON paper used:
+
+* every memory-system cycle ``k`` first retries the sends that controllers refused earlier,
+  then decodes at most one host instruction (if no blocking instruction is outstanding), then
+  ticks every controller at clock ``k + 1``;
+* a decoded instruction sends one request per column per channel, channel 31 first; a refused
+  send is retried every cycle, and the instruction retires when all its sends went through (and,
+  for RD_MAC, RD_AF, SYNC and EOC, when every channel has called back);
+* the run ends in the cycle in which the last channel calls back for EOC; that clock is
+  ``cycles`` (the simulator's ``memory_system_cycles``).
+
+Speed comes from two exact shortcuts, both switchable so tests can compare them with plain
+cycle-by-cycle simulation:
+
+``skip``
+    A controller is ticked only when something can change: a request was sent to it, a
+    pending completion is due, or the earliest timing-ready cycle of one of its candidate
+    commands has come. Quiet cycles are accounted in bulk.
+``group``
+    Channels that receive the same requests in the same cycles are simulated once; a group is
+    split the first time an instruction targets only part of it.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from .controller import ChannelController, Kind, Request
+from .device import AF_ROW_BASE, DEVICE, Device
+from .isa import CFR_RESET, Cfr, Command, Instruction, Opcode
+from .schedule import TimedCommand
+from .timing import TIMING, TimingTable
+
+__all__ = ["CycleModel", "RunResult", "run"]
+
+
+@dataclass(slots=True)
+class RunResult:
+    """What a cycle-model run reports.
+
+    ``command_counts[channel][command]`` omits zero counts and channels that issued nothing;
+    ``bank_state_cycles[channel]`` holds ``active`` (some bank open), ``precharged`` (all banks
+    closed) and ``idle`` (nothing buffered or pending) cycles for every channel.
+    """
+
+    cycles: int  # memory-system cycles (0.5 ns each)
+    command_counts: dict[int, dict[str, int]]  # per channel, per command name
+    bank_state_cycles: dict[int, dict[str, int]]  # per channel: active, precharged, idle
+    schedule: list[TimedCommand] | None = field(default=None, repr=False)  # if recorded
+
+    @property
+    def commands(self) -> int:
+        """Total DRAM commands issued (TMOD included)."""
+        return sum(sum(c.values()) for c in self.command_counts.values())
+
+
+class CycleModel:
+    """Cycle-exact model of an AiM device driven by host instructions.
+
+    Args:
+        device: organisation.
+        timing: timing table.
+        record: keep the timed command schedule (``RunResult.schedule``).
+        skip: skip quiet cycles (exact; off = tick every controller every cycle).
+        group: simulate identical channels once (exact; off = one controller per channel).
+    """
+
+    def __init__(self, device: Device = DEVICE, timing: TimingTable = TIMING, *,
+                 record: bool = False, skip: bool = True, group: bool = True) -> None:
+        self.device = device
+        self.timing = timing
+        self.record = record
+        self.skip = skip
+        self.group = group
+
+    def run(self, program: Iterable[Instruction]) -> RunResult:
+        """Simulate a program that ends with EOC and return cycles, counts and schedule."""
+        return _Run(self, list(program)).result()
+
+
+def run(program: Iterable[Instruction], **options) -> RunResult:
+    """Simulate ``program`` with a default :class:`CycleModel` (see its options)."""
+    return CycleModel(**options).run(program)
+
+
+class _Run:
+    """One simulation: the DMA's state plus the controllers."""
+
+    def __init__(self, model: CycleModel, program: list[Instruction]) -> None:
+        if not program or program[-1].opcode != Opcode.EOC:
+            raise ValueError("a program must end with AiM EOC")
+        if any(ins.opcode == Opcode.EOC for ins in program[:-1]):
+            raise ValueError("AiM EOC may appear only at the end of a program")
+        self.model = model
+        dev = model.device
+        self.queue = deque(program)
+        self.stalled = 0
+        self.finished = False
+        self.progress = False
+        self.cfr = {c: v for c, v in CFR_RESET.items()}
+        members = [list(range(dev.channels))] if model.group else [
+            [c] for c in range(dev.channels)]
+        self.controllers = [ChannelController(m, dev, model.timing, model.record)
+                            for m in members]
+        self.cycles = self._simulate()
+
+    # -- decode ------------------------------------------------------------------------------
+
+    def _receive(self, req: Request, n: int) -> None:
+        self.stalled -= n
+        if self.stalled == 0:
+            head = self.queue.popleft()
+            self.progress = True
+            if head.opcode == Opcode.EOC:
+                self.finished = True
+
+    def _targets(self, channels: list[int]) -> list[ChannelController]:
+        """Return the controllers for ``channels``, splitting groups that are partly targeted."""
+        wanted = set(channels)
+        out = []
+        for ctl in list(self.controllers):
+            inside = [m for m in ctl.members if m in wanted]
+            if not inside:
+                continue
+            if len(inside) != len(ctl.members):
+                part = ctl.split(inside)
+                self.controllers.append(part)
+                ctl = part
+            out.append(ctl)
+        self.controllers.sort(key=lambda c: c.members[0])
+        return out
+
+    def _send(self, ctl: ChannelController, req: Request, k: int) -> bool:
+        if not ctl.remaining and ctl.send(req, k):
+            if ctl.next_event > k + 1:
+                ctl.next_event = k + 1
+            return True
+        ctl.remaining.append(req)
+        return False
+
+    def _decode(self, ins: Instruction, k: int) -> bool:
+        """Send one instruction's requests; return True if all were accepted."""
+        op = ins.opcode
+        info = op.info
+        banks_per_group = self.model.device.banks_per_group
+        if op == Opcode.WR_CFR:
+            self.cfr[Cfr(ins.cfr)] = ins.value
+            return True
+        if info.final is None:  # EWADD, GPR lines: no DRAM work
+            return True
+        if op in (Opcode.SYNC, Opcode.EOC):
+            ok = True
+            for ctl in self.controllers:
+                req = Request(Kind.AIM, int(info.final), -1, -1, -1, False, True, True, ins, 0,
+                              banks_per_group)
+                ok &= self._send(ctl, req, k)
+                self.stalled += len(ctl.members)
+            return ok
+        if op in (Opcode.RD_MEM, Opcode.WR_MEM, Opcode.RD_SBK, Opcode.WR_SBK):
+            kind = Kind.READ if op in (Opcode.RD_MEM, Opcode.RD_SBK) else Kind.WRITE
+        else:
+            kind = Kind.AIM
+        bank = ins.bank if ins.bank is not None else -1
+        row = ins.row if ins.row is not None else -1
+        if op == Opcode.AF:
+            row = AF_ROW_BASE + self.cfr[Cfr.AFM]
+        if op in (Opcode.RD_MEM, Opcode.WR_MEM):
+            first_col = ins.col if ins.col is not None else -1
+        else:
+            first_col = ins.start_col
+        reader = kind == Kind.READ or info.blocking
+        ok = True
+        targets = self._targets(ins.channels())
+        final = int(info.final)
+        for i in range(ins.columns):
+            col = first_col + i if first_col >= 0 else -1
+            for ctl in targets:
+                req = Request(kind, final, bank, row, col, info.reg_mode, info.blocking,
+                              reader, ins, i, banks_per_group)
+                ok &= self._send(ctl, req, k)
+                if info.blocking:
+                    self.stalled += len(ctl.members)
+        return ok
+
+    def _dma(self, k: int) -> None:
+        """Run the DMA part of memory-system cycle ``k``."""
+        was_remaining = False
+        still_remaining = False
+        for ctl in self.controllers:
+            while ctl.remaining:
+                was_remaining = True
+                if not ctl.send(ctl.remaining[0], k):
+                    still_remaining = True
+                    break
+                ctl.remaining.popleft()
+                self.progress = True
+                if ctl.next_event > k + 1:
+                    ctl.next_event = k + 1
+        if self.stalled:
+            return
+        if was_remaining:
+            if not still_remaining:
+                self.queue.popleft()
+                self.progress = True
+        elif self.queue:
+            self.progress = True
+            if self._decode(self.queue[0], k) and self.stalled == 0:
+                self.queue.popleft()
+
+    # -- main loop -------------------------------------------------------------------------
+
+    def _simulate(self) -> int:
+        skip = self.model.skip
+        receive = self._receive
+        k = 0
+        while True:
+            self.progress = False
+            self._dma(k)
+            clk = k + 1
+            for ctl in self.controllers:
+                if not skip or ctl.next_event <= clk:
+                    ctl.plan(clk, ctl.tick(clk, receive))
+            if self.finished:
+                break
+            k += 1
+            if skip and not self.progress:
+                k = max(k, min(ctl.next_event for ctl in self.controllers) - 1)
+        for ctl in self.controllers:
+            ctl._account(clk)
+        return clk
+
+    # -- results ---------------------------------------------------------------------------
+
+    def result(self) -> RunResult:
+        counts: dict[int, dict[str, int]] = {}
+        states: dict[int, dict[str, int]] = {}
+        schedule: list[TimedCommand] | None = [] if self.model.record else None
+        for ctl in self.controllers:
+            named = {Command(c).name: n for c, n in enumerate(ctl.counts) if n}
+            for m in ctl.members:
+                if named:
+                    counts[m] = dict(named)
+                states[m] = {"active": ctl.active_cycles, "precharged": ctl.precharged_cycles,
+                             "idle": ctl.idle_cycles}
+                if schedule is not None:
+                    schedule.extend(TimedCommand.of(issue, m) for issue in ctl.log)
+        if schedule is not None:
+            schedule.sort(key=lambda t: (t.cycle, t.channel))
+        return RunResult(self.cycles, dict(sorted(counts.items())), dict(sorted(states.items())),
+                         schedule)

@@ -1,0 +1,279 @@
+"""Text traces of host instructions: the public AiM simulator's format, plus our extensions.
+
+One instruction per line, tokens separated by whitespace (a line without ``=`` may also use
+commas, as the public simulator's comma delimiter allows). Empty lines and lines whose first
+token starts with ``#`` are skipped. Numbers are decimal or ``0x`` hexadecimal.
+
+``AiM <OPCODE> <fields...> [col=N] [data=HHHH:HHHH:...] [mask=0xMMMM]``
+    ``OPCODE`` with or without the ``ISR_`` prefix; the positional fields are exactly those of
+    ``OPCODE_INFO[opcode].fields``, in the order opsize, gpr0, gpr1, channel_mask, bank, row.
+    The ``key=value`` tokens are our extensions (start column, bfloat16 payload as 4-digit hex
+    words separated by ``:``, 16-bit lane mask); the public simulator rejects them, so a trace
+    without them stays readable by it.
+``R MEM <channel> <bank> <row>`` / ``W MEM ...``, ``R GPR <id>`` / ``W GPR <id>``,
+``W CFR <id> <value>``
+    Host-side lines. ``channel`` is a channel *index* here, not a mask.
+
+The last instruction must be ``AiM EOC``. Every problem is reported as ``file:line: reason`` by
+:class:`TraceError`; nothing out of range is clamped.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import numpy as np
+
+from .device import DEVICE, Device
+from .isa import CFR_RANGE, MASK_BITS, Cfr, Field, Instruction, Opcode
+
+__all__ = ["TraceError", "parse", "read", "format_line", "write", "dumps", "validate"]
+
+
+class TraceError(ValueError):
+    """A malformed or out-of-range trace line; ``str()`` is ``file:line: reason``."""
+
+    def __init__(self, source: str, line: int, reason: str) -> None:
+        super().__init__(f"{source}:{line}: {reason}")
+        self.source = source
+        self.line = line
+        self.reason = reason
+
+
+_AIM_OPCODES = {op.value: op for op in Opcode if op.is_aim}
+_HOST = {("R", "MEM"): Opcode.RD_MEM, ("W", "MEM"): Opcode.WR_MEM,
+         ("R", "GPR"): Opcode.RD_GPR, ("W", "GPR"): Opcode.WR_GPR, ("W", "CFR"): Opcode.WR_CFR}
+_FIELD_ATTR = {Field.OPSIZE: "opsize", Field.GPR0: "gpr0", Field.GPR1: "gpr1",
+               Field.CHANNEL_MASK: "channel_mask", Field.BANK: "bank", Field.ROW: "row"}
+#: Opcodes that may carry a payload, and how many columns of it (None: ``opsize`` columns).
+_DATA_COLUMNS: dict[Opcode, int | None] = {
+    Opcode.WR_GB: None, Opcode.WR_BIAS: 1, Opcode.WR_SBK: 1, Opcode.WR_ABK: 1,
+    Opcode.WR_MEM: 1, Opcode.WR_GPR: 1,
+}
+_MASKABLE = frozenset({Opcode.WR_SBK, Opcode.WR_ABK, Opcode.WR_MEM, Opcode.WR_GB})
+_COLUMN_ADDRESSED = frozenset(op for op in Opcode if op.info.columns) | {
+    Opcode.RD_MEM, Opcode.WR_MEM}
+
+
+def _number(token: str, what: str) -> int:
+    try:
+        value = int(token, 16) if token[:2] in ("0x", "0X") else int(token, 10)
+    except ValueError:
+        raise ValueError(f"{what} {token!r} is not a decimal or 0x-hex number") from None
+    if value < 0:
+        raise ValueError(f"{what} {token!r} is negative")
+    return value
+
+
+def _payload(text: str) -> np.ndarray:
+    words = text.split(":")
+    try:
+        values = [int(w, 16) for w in words]
+    except ValueError:
+        raise ValueError(f"data={text!r}: words must be hex separated by ':'") from None
+    if any(not 0 <= v <= 0xFFFF for v in values):
+        raise ValueError(f"data={text!r}: every word must fit in 16 bits")
+    return np.array(values, dtype=np.uint16)
+
+
+def _tokens(text: str) -> list[str]:
+    if "=" not in text and "," in text:
+        text = text.replace(",", " ")
+    return text.split()
+
+
+def _parse_line(tokens: list[str]) -> Instruction:
+    head = tokens[0]
+    if head == "AiM":
+        if len(tokens) < 2:
+            raise ValueError("'AiM' without an opcode")
+        name = tokens[1].removeprefix("ISR_")
+        if name not in _AIM_OPCODES:
+            raise ValueError(f"unknown AiM opcode {tokens[1]!r}")
+        opcode = _AIM_OPCODES[name]
+        rest = tokens[2:]
+        positional = [t for t in rest if "=" not in t]
+        extensions = [t for t in rest if "=" in t]
+        if rest[:len(positional)] != positional:
+            raise ValueError("positional fields must come before key=value extensions")
+        fields = opcode.info.fields
+        if len(positional) != len(fields):
+            names = ", ".join(f.value for f in fields) or "none"
+            raise ValueError(f"AiM {name} takes {len(fields)} field(s) ({names}), "
+                             f"got {len(positional)}")
+        ins = Instruction(opcode)
+        for f, token in zip(fields, positional):
+            setattr(ins, _FIELD_ATTR[f], _number(token, f.value))
+        for token in extensions:
+            key, _, value = token.partition("=")
+            if key == "col":
+                ins.col = _number(value, "col")
+            elif key == "mask":
+                ins.mask = _number(value, "mask")
+            elif key == "data":
+                ins.data = _payload(value)
+            else:
+                raise ValueError(f"unknown extension {key!r} (known: col, data, mask)")
+        return ins
+    if head in ("R", "W"):
+        if len(tokens) < 2 or (head, tokens[1]) not in _HOST:
+            raise ValueError(f"unknown host line {' '.join(tokens[:2])!r} "
+                             "(known: R/W MEM, R/W GPR, W CFR)")
+        opcode = _HOST[(head, tokens[1])]
+        positional = [t for t in tokens[2:] if "=" not in t]
+        extensions = [t for t in tokens[2:] if "=" in t]
+        ins = Instruction(opcode)
+        if opcode in (Opcode.RD_MEM, Opcode.WR_MEM):
+            names = ("channel", "bank", "row")
+        elif opcode == Opcode.WR_CFR:
+            names = ("cfr", "value")
+        else:
+            names = ("gpr",)
+        if len(positional) != len(names):
+            raise ValueError(f"{head} {tokens[1]} takes {len(names)} field(s) "
+                             f"({', '.join(names)}), got {len(positional)}")
+        for attr, token in zip(names, positional):
+            setattr(ins, attr, _number(token, attr))
+        for token in extensions:
+            key, _, value = token.partition("=")
+            if key == "col" and opcode in (Opcode.RD_MEM, Opcode.WR_MEM):
+                ins.col = _number(value, "col")
+            elif key == "mask" and opcode == Opcode.WR_MEM:
+                ins.mask = _number(value, "mask")
+            elif key == "data" and opcode in (Opcode.WR_MEM, Opcode.WR_GPR):
+                ins.data = _payload(value)
+            else:
+                raise ValueError(f"extension {key!r} is not allowed on {head} {tokens[1]}")
+        return ins
+    raise ValueError(f"line must start with 'AiM', 'R' or 'W', not {head!r}")
+
+
+def validate(ins: Instruction, device: Device = DEVICE) -> None:
+    """Check an instruction's fields against the device; raise ``ValueError`` naming the field."""
+    op = ins.opcode
+    if op == Opcode.WR_AFLUT:
+        raise ValueError("AiM WR_AFLUT is not supported (the public simulator rejects it too)")
+    if ins.channel_mask is not None:
+        m = ins.channel_mask
+        if m == 0 or m >> MASK_BITS:
+            raise ValueError(f"channel_mask {m:#x} must be a non-zero 32-bit mask")
+        lowest = MASK_BITS - device.channels  # bits below this select channels >= device.channels
+        if m & ((1 << lowest) - 1):
+            raise ValueError(f"channel_mask {m:#x} selects channels beyond the device's "
+                             f"{device.channels}")
+        if op.info.one_channel and m.bit_count() != 1:
+            raise ValueError(f"{op.value} needs a channel_mask naming exactly one channel, "
+                             f"got {m:#x}")
+    if ins.channel is not None and ins.channel >= device.channels:
+        raise ValueError(f"channel {ins.channel} out of range 0..{device.channels - 1}")
+    if ins.bank is not None and ins.bank >= device.banks:
+        raise ValueError(f"bank {ins.bank} out of range 0..{device.banks - 1}")
+    if ins.row is not None and ins.row >= device.rows:
+        raise ValueError(f"row {ins.row} out of range 0..{device.rows - 1}")
+    if ins.opsize is not None and ins.opsize == 0:
+        raise ValueError("opsize must be at least 1")
+    if ins.col is not None and op not in _COLUMN_ADDRESSED:
+        raise ValueError(f"col= is not allowed on {op.value}")
+    if op in _COLUMN_ADDRESSED:
+        limit = device.gb_columns if op == Opcode.WR_GB else device.columns
+        what = "global buffer columns" if op == Opcode.WR_GB else "columns per row"
+        end = ins.start_col + ins.columns
+        if ins.columns > limit:
+            raise ValueError(f"opsize {ins.columns} exceeds the {limit} {what}")
+        if end > limit:
+            raise ValueError(f"columns {ins.start_col}..{end - 1} exceed the {limit} {what}")
+    if op == Opcode.WR_CFR:
+        assert ins.cfr is not None and ins.value is not None
+        if ins.cfr not in iter(Cfr):
+            raise ValueError(f"CFR id {ins.cfr} unknown (0 BROADCAST, 1 EWMUL_BG, 2 AFM)")
+        lo, hi = CFR_RANGE[Cfr(ins.cfr)]
+        if not lo <= ins.value <= hi:
+            raise ValueError(f"CFR {Cfr(ins.cfr).name} value {ins.value} out of range {lo}..{hi}")
+    if ins.mask is not None:
+        if op not in _MASKABLE:
+            raise ValueError(f"mask= is not allowed on {op.value}")
+        if ins.mask >> device.lanes or ins.mask == 0:
+            raise ValueError(f"mask {ins.mask:#x} must be a non-zero {device.lanes}-bit lane mask")
+    if ins.data is not None:
+        if op not in _DATA_COLUMNS:
+            raise ValueError(f"data= is not allowed on {op.value}")
+        columns = _DATA_COLUMNS[op] or ins.columns
+        if ins.data.shape != (columns * device.lanes,):
+            raise ValueError(f"data= has {ins.data.size} words, {op.value} needs "
+                             f"{columns * device.lanes} ({columns} x {device.lanes})")
+
+
+def parse(lines: Iterable[str], source: str = "<trace>", device: Device = DEVICE,
+          require_eoc: bool = True) -> Iterator[Instruction]:
+    """Yield the instructions of a trace, validated against ``device``.
+
+    Raises:
+        TraceError: on the first malformed or out-of-range line, or when the trace does not end
+            with ``AiM EOC`` (``require_eoc``) or has instructions after it.
+    """
+    seen_eoc = 0
+    last = 0
+    for number, text in enumerate(lines, start=1):
+        last = number
+        tokens = _tokens(text)
+        if not tokens or tokens[0].startswith("#"):
+            continue
+        if seen_eoc:
+            raise TraceError(source, number, f"instruction after AiM EOC (line {seen_eoc})")
+        try:
+            ins = _parse_line(tokens)
+            validate(ins, device)
+        except ValueError as error:
+            raise TraceError(source, number, str(error)) from None
+        ins.line = number
+        if ins.opcode == Opcode.EOC:
+            seen_eoc = number
+        yield ins
+    if require_eoc and not seen_eoc:
+        raise TraceError(source, max(last, 1), "trace ends without AiM EOC")
+
+
+def read(path: str | os.PathLike[str], device: Device = DEVICE,
+         require_eoc: bool = True) -> list[Instruction]:
+    """Read and validate a trace file; see :func:`parse`."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as error:
+        raise TraceError(str(path), 0, f"cannot read trace: {error.strerror}") from None
+    return list(parse(text.splitlines(), str(path), device, require_eoc))
+
+
+def format_line(ins: Instruction) -> str:
+    """Return the trace line for one instruction (extensions only when set)."""
+    op = ins.opcode
+    if op.is_aim:
+        parts = ["AiM", op.value]
+        for f in op.info.fields:
+            value = getattr(ins, _FIELD_ATTR[f])
+            parts.append(f"{value:#010x}" if f == Field.CHANNEL_MASK else str(value))
+    elif op in (Opcode.RD_MEM, Opcode.WR_MEM):
+        parts = [op.value, str(ins.channel), str(ins.bank), str(ins.row)]
+    elif op == Opcode.WR_CFR:
+        parts = [op.value, str(ins.cfr), str(ins.value)]
+    else:
+        parts = [op.value, str(ins.gpr)]
+    if ins.col is not None:
+        parts.append(f"col={ins.col}")
+    if ins.mask is not None:
+        parts.append(f"mask={ins.mask:#06x}")
+    if ins.data is not None:
+        parts.append("data=" + ":".join(f"{int(w):04x}" for w in ins.data))
+    return " ".join(parts)
+
+
+def dumps(program: Iterable[Instruction]) -> str:
+    """Return a whole trace as text."""
+    return "".join(format_line(ins) + "\n" for ins in program)
+
+
+def write(path: str | os.PathLike[str], program: Iterable[Instruction]) -> None:
+    """Write a trace file."""
+    Path(path).write_text(dumps(program))
