@@ -399,9 +399,6 @@ class ChannelController:
 
     def plan(self, clk: int, busy: bool) -> None:
         """Set ``next_event``: the first clock after ``clk`` at which a tick may change state."""
-        if busy:
-            self.next_event = clk + 1
-            return
         nxt = 1 << 62
         if self.pending_reads:
             head = self.pending_reads[0]
@@ -424,6 +421,10 @@ class ChannelController:
             candidates.extend(self.writes)
         for req in candidates:
             t = self.ready_at(self.preq(req), req)
-            if clk < t < nxt:
+            if t <= clk:
+                if busy:
+                    nxt = clk + 1
+                    break
+            elif t < nxt:
                 nxt = t
         self.next_event = nxt

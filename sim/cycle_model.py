@@ -137,11 +137,16 @@ class _Run:
 
     def _send(self, ctl: ChannelController, req: Request, k: int) -> bool:
         if not ctl.remaining and ctl.send(req, k):
-            if ctl.next_event > k + 1:
-                ctl.next_event = k + 1
+            self._wake(ctl, req, k)
             return True
         ctl.remaining.append(req)
         return False
+
+    @staticmethod
+    def _wake(ctl: ChannelController, req: Request, k: int) -> None:
+        """Make ``ctl`` tick this cycle unless ``req`` only queued behind an AiM head."""
+        if (req.kind != Kind.AIM or ctl.aim[0] is req) and ctl.next_event > k + 1:
+            ctl.next_event = k + 1
 
     def _decode(self, ins: Instruction, k: int) -> bool:
         """Send one instruction's requests; return True if all were accepted."""
@@ -197,10 +202,8 @@ class _Run:
                 if not ctl.send(ctl.remaining[0], k):
                     still_remaining = True
                     break
-                ctl.remaining.popleft()
+                self._wake(ctl, ctl.remaining.popleft(), k)
                 self.progress = True
-                if ctl.next_event > k + 1:
-                    ctl.next_event = k + 1
         if self.stalled:
             return
         if was_remaining:
@@ -212,6 +215,10 @@ class _Run:
             if self._decode(self.queue[0], k) and self.stalled == 0:
                 self.queue.popleft()
 
+    def _retrying(self) -> bool:
+        """Return True if the DMA holds refused sends (any controller change may admit them)."""
+        return any(ctl.remaining for ctl in self.controllers)
+
     # -- main loop -------------------------------------------------------------------------
 
     def _simulate(self) -> int:
@@ -222,13 +229,16 @@ class _Run:
             self.progress = False
             self._dma(k)
             clk = k + 1
+            changed = False
             for ctl in self.controllers:
                 if not skip or ctl.next_event <= clk:
-                    ctl.plan(clk, ctl.tick(clk, receive))
+                    busy = ctl.tick(clk, receive)
+                    ctl.plan(clk, busy)
+                    changed |= busy
             if self.finished:
                 break
             k += 1
-            if skip and not self.progress:
+            if skip and not self.progress and not (changed and self._retrying()):
                 k = max(k, min(ctl.next_event for ctl in self.controllers) - 1)
         for ctl in self.controllers:
             ctl._account(clk)
