@@ -1,0 +1,133 @@
+"""The ``patton`` command.
+
+``patton aim run TRACE [--json] [--schedule OUT]``
+    Run the cycle model on a trace (the public AiM simulator's format or ours) and report
+    cycles, per-channel command counts and energy.
+``patton aim check SCHEDULE [--json]``
+    List every timing, bus and protocol violation in a timed schedule; exit 1 if there is any.
+``patton demo``
+    Run a GEMV on the device model: cycles and energy from the cycle model, values from the
+    functional model, checked against NumPy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+
+from patton.sim import check, schedule, trace
+from patton.sim.cycle_model import CycleModel
+from patton.sim.energy import energy
+
+
+def _aim_run(args: argparse.Namespace) -> int:
+    program = trace.read(args.trace)
+    model = CycleModel(record=args.schedule is not None, group=not args.no_group,
+                       skip=not args.per_cycle)
+    start = time.perf_counter()
+    result = model.run(program)
+    seconds = time.perf_counter() - start
+    e = energy(result.command_counts, result.bank_state_cycles, result.cycles,
+               standby=args.standby)
+    if args.schedule is not None:
+        schedule.write(args.schedule, result.schedule)
+    report = {
+        "trace": str(args.trace),
+        "cycles": result.cycles,
+        "time_ns": result.cycles * 0.5,
+        "commands": result.commands,
+        "command_counts": {str(ch): counts for ch, counts in result.command_counts.items()},
+        "bank_state_cycles": {str(ch): s for ch, s in result.bank_state_cycles.items()},
+        "energy_nj": e.total,
+        "energy_breakdown_nj": e.components,
+        "wall_seconds": seconds,
+    }
+    if args.json:
+        json.dump(report, sys.stdout)
+        sys.stdout.write("\n")
+        return 0
+    totals: dict[str, int] = {}
+    for counts in result.command_counts.values():
+        for name, n in counts.items():
+            totals[name] = totals.get(name, 0) + n
+    print(f"trace      {args.trace}")
+    print(f"cycles     {result.cycles} ({result.cycles * 0.5:.1f} ns)")
+    print(f"commands   {result.commands} on {len(result.command_counts)} channel(s): "
+          + ", ".join(f"{k} {v}" for k, v in sorted(totals.items())))
+    print(f"energy     {e.total:.1f} nJ (" + ", ".join(
+        f"{k} {v:.1f}" for k, v in e.components.items() if v) + ")")
+    print(f"simulated  in {seconds:.2f} s ({result.commands / max(seconds, 1e-9):,.0f} "
+          "commands/s)")
+    if args.schedule is not None:
+        print(f"schedule   {args.schedule}")
+    return 0
+
+
+def _aim_check(args: argparse.Namespace) -> int:
+    commands = schedule.read(args.schedule)
+    found = check.verify(commands)
+    if args.json:
+        json.dump({"schedule": str(args.schedule), "commands": len(commands),
+                   "violations": len(found),
+                   "list": [{"kind": v.kind, "cycle": v.cycle, "channel": v.channel,
+                             "command": v.command.name, "rule": v.rule,
+                             "preceding": v.preceding.name if v.preceding else None,
+                             "required": v.required, "actual": v.actual, "detail": v.detail,
+                             "line": v.line} for v in found]}, sys.stdout)
+        sys.stdout.write("\n")
+    else:
+        for v in found:
+            print(f"{args.schedule}:{v}")
+        print(f"{len(commands)} commands, {len(found)} violation(s)")
+    return 1 if found else 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from patton.sim.demo import gemv_demo
+
+    return gemv_demo(rows=args.rows, seed=args.seed)
+
+
+def parser() -> argparse.ArgumentParser:
+    """Return the command-line parser."""
+    top = argparse.ArgumentParser(prog="patton", description=__doc__.split("\n\n")[0])
+    sub = top.add_subparsers(dest="part", required=True)
+    aim = sub.add_parser("aim", help="the AiM device model").add_subparsers(dest="verb",
+                                                                           required=True)
+    run = aim.add_parser("run", help="run the cycle model on a trace")
+    run.add_argument("trace", help="instruction trace (public AiM format or ours)")
+    run.add_argument("--json", action="store_true", help="print one JSON object")
+    run.add_argument("--schedule", metavar="OUT", help="write the timed command schedule")
+    run.add_argument("--standby", choices=("per_channel", "cent"), default="per_channel",
+                     help="standby energy: every channel (default) or the CENT script's value")
+    run.add_argument("--no-group", action="store_true",
+                     help="simulate every channel separately (slower, same result)")
+    run.add_argument("--per-cycle", action="store_true",
+                     help="tick every controller every cycle (slower, same result)")
+    run.set_defaults(func=_aim_run)
+    chk = aim.add_parser("check", help="verify a timed command schedule")
+    chk.add_argument("schedule", help="schedule file: 'cycle channel command [bank row col]'")
+    chk.add_argument("--json", action="store_true", help="print one JSON object")
+    chk.set_defaults(func=_aim_check)
+    demo = sub.add_parser("demo", help="GEMV on the device model, checked against NumPy")
+    demo.add_argument("--rows", type=int, default=64, help="matrix rows per bank (default 64)")
+    demo.add_argument("--seed", type=int, default=0)
+    demo.set_defaults(func=_demo)
+    return top
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit status."""
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (trace.TraceError, schedule.ScheduleError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

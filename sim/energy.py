@@ -1,0 +1,107 @@
+"""AiM energy from command counts and bank-state time (the CENT/AiM power script's model).
+
+Energy is computed after a cycle-model run from each channel's command counts and its active
+(some bank open) and precharged (all banks closed) cycles. The constants are the public power
+script's (per channel: per-chip values divided by two); see ``docs/energy.md`` for the formulas
+and for the one place where we deliberately differ: standby energy.
+
+The public script divides the summed per-channel active/precharged time by the channel count
+twice and multiplies by it once, so its standby term is one channel's standby power times the
+*mean* channel time (``standby="cent"`` reproduces that). By default we charge every channel its
+own standby power for its own time (``standby="per_channel"``), which is what a 32-channel
+device dissipates; the default is 32x the script's figure for a fully busy device.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from .device import params
+from .isa import Command
+
+__all__ = ["EnergyConstants", "CONSTANTS", "Energy", "energy"]
+
+C = Command
+
+
+@dataclass(frozen=True, slots=True)
+class EnergyConstants:
+    """Power and energy constants (mW, ns, pJ), per channel."""
+
+    p_act: float = 132.6 / 2  # mW while a bank activation lasts (tRC)
+    p_rd: float = 876.3 / 2  # mW during a read burst (tBL)
+    p_wr: float = 1106.3 / 2  # mW during a write burst (tBL)
+    p_act_stby: float = 527.5 / 2  # mW standby with some bank open
+    p_pre_stby: float = 366.3 / 2  # mW standby with all banks closed
+    t_rc: float = 44.5  # ns an activation is charged for
+    t_bl: float = 1.25  # ns a burst is charged for
+    t_ccdl: float = 1.0  # ns a MAC16 is charged for (3 x read power)
+    pim_factor: float = 3.0  # MAC16 power in units of read power
+    dq_pj_per_bit: float = 5.5  # external I/O
+    burst_bits: int = 256  # bits per external transfer
+    ctrl_trx_mw: float = 267.7082056  # controller transaction engine, per column command
+    ctrl_phy_mw: float = 381.0445262  # controller PHY, per command
+    channels_per_ctrl: float = 2.0  # channels sharing one controller
+    gb_static_mw: float = 0.06702101898  # global buffer leakage
+    gb_read_mw: float = 0.2785010052  # global buffer read (WRCP)
+    gb_write_mw: float = 0.3254884575  # global buffer write (WRGB, RDCP)
+    freq_ghz: float = 2.0  # command clock
+
+
+CONSTANTS = EnergyConstants()
+
+#: Column commands the controller's transaction engine handles (the script's ``ISR_COUNT``).
+_COLUMN = (C.RD, C.WR, C.RDA, C.WRA, C.MAC, C.MAC16, C.AF16, C.EWMUL16, C.RDCP, C.WRCP,
+           C.WRGB, C.RDMAC16, C.RDAF16, C.WRMAC16, C.WRA16)
+_EXTERNAL = (C.RD, C.WR, C.RDA, C.WRA, C.WRGB, C.RDMAC16, C.RDAF16, C.WRMAC16, C.WRA16)
+
+
+@dataclass(slots=True)
+class Energy:
+    """Energy of a run in nJ, by component; ``total`` is their sum."""
+
+    components: dict[str, float] = field(default_factory=dict)  # name -> nJ
+
+    @property
+    def total(self) -> float:
+        """Total energy in nJ."""
+        return sum(self.components.values())
+
+
+def energy(command_counts: dict[int, dict[str, int]],
+           bank_state_cycles: dict[int, dict[str, int]], cycles: int,
+           constants: EnergyConstants = CONSTANTS,
+           standby: Literal["per_channel", "cent"] = "per_channel") -> Energy:
+    """Return the energy of a run from its per-channel counts and bank-state cycles."""
+    k = constants
+    ns_per_cycle = float(params()["cycle_ns"])
+    total = {name: 0.0 for name in ("act", "read", "write", "pim", "dq", "controller",
+                                     "global_buffer", "standby")}
+    for counts in command_counts.values():
+        n = {c: counts.get(c.name, 0) for c in Command}
+        total["act"] += k.p_act * k.t_rc * (n[C.ACT] + 4 * n[C.ACT4] + 16 * n[C.ACT16])
+        total["read"] += k.p_rd * k.t_bl * (n[C.RDCP] + n[C.RD] + n[C.RDA] + 16 * n[C.AF16]
+                                           + n[C.RDMAC16] + n[C.RDAF16])
+        total["write"] += k.p_wr * k.t_bl * (n[C.WRCP] + n[C.WR] + n[C.WRA] + n[C.WRMAC16]
+                                            + 16 * n[C.WRA16])
+        total["pim"] += k.pim_factor * k.p_rd * k.t_ccdl * (n[C.MAC] / 16 + n[C.MAC16]
+                                                            + n[C.EWMUL16] / 4)
+        total["dq"] += k.dq_pj_per_bit * k.burst_bits * sum(n[c] for c in _EXTERNAL)
+        total["controller"] += (k.ctrl_trx_mw * sum(n[c] for c in _COLUMN)
+                                + k.ctrl_phy_mw * sum(n.values())) / k.channels_per_ctrl \
+            / k.freq_ghz
+        total["global_buffer"] += (k.gb_read_mw * n[C.WRCP]
+                                   + k.gb_write_mw * (n[C.WRGB] + n[C.RDCP])) / k.freq_ghz
+    channels = len(bank_state_cycles)
+    active = sum(s["active"] for s in bank_state_cycles.values()) * ns_per_cycle
+    precharged = sum(s["precharged"] for s in bank_state_cycles.values()) * ns_per_cycle
+    if standby == "cent":
+        active /= max(channels, 1)
+        precharged /= max(channels, 1)
+    elif standby != "per_channel":
+        raise ValueError(f"standby must be 'per_channel' or 'cent', not {standby!r}")
+    total["standby"] = k.p_act_stby * active + k.p_pre_stby * precharged
+    total["global_buffer"] += k.gb_static_mw * cycles * ns_per_cycle * channels
+    # mW x ns = pJ; report nJ.
+    return Energy({name: pj / 1000.0 for name, pj in total.items()})

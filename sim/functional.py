@@ -1,0 +1,621 @@
+"""NumPy functional model of an AiM device: what every command does to the values.
+
+The model executes DRAM-level commands (:meth:`FunctionalModel.execute`) and, for convenience,
+host instructions (:meth:`FunctionalModel.run`), with the numerics of :mod:`patton.sim.datapath`.
+It has no notion of time: the controller and cycle model decide *when*; this model decides *what*.
+
+State per channel (:class:`ChannelState`): the open row of each bank, the DRAM mats (sparse: a
+row exists only once written), the 2 KB global buffer, one binary32 MAC accumulator and one
+bfloat16 AF result register per bank, and the configuration registers. The host side holds the
+GPRs (:attr:`FunctionalModel.gprs`).
+
+Semantic decisions (written down in ``docs/numerics.md`` §5):
+
+* ``MAC``/``MAC16`` with CFR BROADCAST = 1 take the vector from the partner bank ``b ^ 1`` (same
+  row, same column), as the public simulator's "next bank" wording for pairs (0, 1), (2, 3)...;
+  ``MAC16`` then updates the even banks only ("half of the banks"), the odd banks' accumulators
+  stay as they are.
+* ``EWMUL16`` writes ``bank[4g+2][row][col] = bank[4g][row][col] * bank[4g+1][row][col]``
+  element-wise, for every bank group ``g`` when CFR EWMUL_BG = 1 (its reset value) and for bank
+  group 0 only when it is 0 (the meaning :class:`patton.sim.isa.Cfr` documents).
+* ``WRA16`` scatters its 16 words: bank ``b`` receives word ``b`` in every lane the mask enables
+  (all lanes without a mask) of column ``col`` of the open row; then all banks close. With a
+  one-lane mask it appends one token of a dimension-major Value cache (16 dimensions, one per
+  bank) in a single command.
+* ``AF16`` needs row ``AF_ROW_BASE + AFM`` open in every bank; bank ``b`` evaluates its own
+  accumulator through the LUT stored in its own copy of that row. Unwritten LUT rows read as the
+  built-in table of :func:`patton.sim.datapath.af_lut`; ordinary writes may replace them.
+* Host writes (``WR``, ``WRA``, ``WRGB``, ``WRA16``, ``WRMAC16``) honour a 16-bit mask: bit ``i``
+  enables lane ``i`` (for ``WRMAC16``: bank ``i``). Reads of unwritten memory return zeros.
+* ``RDMAC16`` reads the accumulators without clearing them (``WRMAC16`` re-initialises them).
+
+Invariants: a command that raises :class:`ProtocolError` leaves the whole model unchanged; no
+command allocates memory except a write to a row not yet written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import ml_dtypes
+import numpy as np
+
+from . import datapath as dp
+from .device import AF_ROW_BASE, DEVICE, Device
+from .isa import (
+    CFR_RANGE, CFR_RESET, COMMAND_SCOPE, Cfr, Command, Instruction, Opcode, Scope,
+)
+
+__all__ = ["ProtocolError", "ChannelState", "Readout", "FunctionalModel"]
+
+_CLOSED = -1
+#: Number of activation-function LUT rows (AFM ids) above :data:`AF_ROW_BASE`.
+_AF_ROWS = CFR_RANGE[Cfr.AFM][1] + 1
+#: Single-bank commands that need their bank's row open.
+_BANK_ACCESS = frozenset({Command.RD, Command.WR, Command.RDA, Command.WRA, Command.MAC,
+                          Command.RDCP, Command.WRCP})
+#: All-bank commands that need the same row open in every bank.
+_ALL_ACCESS = frozenset({Command.MAC16, Command.EWMUL16, Command.WRA16, Command.AF16})
+#: Channel-scope commands that still address a column.
+_COLUMN_ALL = frozenset({Command.MAC16, Command.EWMUL16, Command.WRA16, Command.WRGB})
+#: Commands whose data argument is a 16-word host payload.
+_WRITES = frozenset({Command.WR, Command.WRA, Command.WRGB, Command.WRA16, Command.WRMAC16})
+
+
+class ProtocolError(Exception):
+    """A command that the device cannot execute in its current state, or with these arguments.
+
+    Raised before any state changes.
+    """
+
+
+@dataclass(slots=True)
+class ChannelState:
+    """Architectural state of one channel.
+
+    Invariants: ``open_rows[b]`` is ``-1`` (closed) or a legal row; ``mats[row]`` has shape
+    ``(banks, columns, lanes)`` and exists only for rows some command or :meth:`~FunctionalModel
+    .poke` wrote; ``acc`` never holds a binary32 subnormal.
+    """
+
+    open_rows: np.ndarray  # (banks,) int64, open row per bank, -1 = closed
+    gb: np.ndarray  # (gb_columns, lanes) uint16, the global buffer
+    acc: np.ndarray  # (banks,) uint32, binary32 MAC accumulators
+    af: np.ndarray  # (banks,) uint16, bfloat16 AF result registers
+    cfr: dict[Cfr, int]  # configuration registers
+    mats: dict[int, np.ndarray] = field(default_factory=dict)  # row -> (banks, cols, lanes)
+
+    @classmethod
+    def reset(cls, device: Device) -> ChannelState:
+        """Return the state after power-up: banks closed, buffers and registers zero."""
+        return cls(open_rows=np.full(device.banks, _CLOSED, dtype=np.int64),
+                   gb=np.zeros((device.gb_columns, device.lanes), dtype=np.uint16),
+                   acc=np.zeros(device.banks, dtype=np.uint32),
+                   af=np.zeros(device.banks, dtype=np.uint16),
+                   cfr=dict(CFR_RESET))
+
+
+@dataclass(frozen=True, slots=True)
+class Readout:
+    """One value the host received.
+
+    ``channel`` is ``None`` for an ``R GPR`` line; ``data`` holds 16 bfloat16 bit patterns (one
+    column for RD, one value per bank for RDMAC16/RDAF16).
+    """
+
+    channel: int | None  # channel the data came from
+    opcode: Opcode  # instruction that read it
+    data: np.ndarray = field(compare=False)  # (16,) uint16
+
+
+class FunctionalModel:
+    """Values-only model of an AiM device with ``device.channels`` channels.
+
+    Args:
+        device: organisation (defaults to the public simulator's 32-channel device).
+
+    Attributes:
+        device: the organisation.
+        channels: one :class:`ChannelState` per channel.
+        gprs: host GPRs by id, 16 bfloat16 bit patterns each; unwritten GPRs read as zero.
+    """
+
+    def __init__(self, device: Device = DEVICE) -> None:
+        self.device = device
+        self.channels: list[ChannelState] = [ChannelState.reset(device)
+                                             for _ in range(device.channels)]
+        self.gprs: dict[int, np.ndarray] = {}
+        zeros = np.zeros((device.banks, device.columns, device.lanes), dtype=np.uint16)
+        zeros.flags.writeable = False
+        self._zeros = zeros
+        self._luts: dict[int, np.ndarray] = {}
+        self._handlers = {
+            Command.ACT: self._act, Command.ACT4: self._act, Command.ACT16: self._act,
+            Command.PRE: self._pre, Command.PRE4: self._pre, Command.PREA: self._pre,
+            Command.RD: self._rd, Command.RDA: self._rd,
+            Command.WR: self._wr, Command.WRA: self._wr,
+            Command.MAC: self._mac, Command.MAC16: self._mac16,
+            Command.AF16: self._af16, Command.EWMUL16: self._ewmul16,
+            Command.RDCP: self._rdcp, Command.WRCP: self._wrcp,
+            Command.WRGB: self._wrgb, Command.WRMAC16: self._wrmac16,
+            Command.RDMAC16: self._rdmac16, Command.RDAF16: self._rdaf16,
+            Command.WRA16: self._wra16,
+            Command.REFab: self._ref, Command.REFpb: self._ref,
+            Command.TMOD: self._nop, Command.SYNC: self._nop, Command.EOC: self._nop,
+        }
+
+    # ----------------------------------------------------------------------- public API
+
+    def execute(self, channel: int, command: Command, bank: int | None = None,
+                row: int | None = None, col: int | None = None,
+                data: np.ndarray | None = None, mask: int | None = None) -> np.ndarray | None:
+        """Execute one DRAM command on one channel.
+
+        Args:
+            channel: channel index.
+            command: the command.
+            bank: bank index, for bank-level commands (ACT4/PRE4 act on its bank group).
+            row: row to open (ACT, ACT4, ACT16); for access commands optional, and when given
+                it must equal the open row.
+            col: column (32 B unit) for column commands, WRGB and the all-bank accesses.
+            data: 16 bfloat16 bit patterns (``uint16`` or ``ml_dtypes.bfloat16``) for writes.
+            mask: 16-bit lane mask for writes (``None`` = all lanes).
+
+        Returns:
+            16 bfloat16 bit patterns for RD/RDA, RDMAC16 (one per bank) and RDAF16; else None.
+
+        Raises:
+            ProtocolError: the command is illegal now or its arguments are out of range; the
+                model is unchanged.
+        """
+        st = self._channel(channel)
+        handler = self._handlers.get(command)
+        if handler is None:
+            raise ProtocolError(f"unknown command {command!r}")
+        if command in _WRITES:
+            words = self._words(command, data)
+            lanes = self._mask(command, mask)
+            return handler(st, command, bank, row, col, words, lanes)
+        return handler(st, command, bank, row, col, None, None)
+
+    def run(self, instructions: Iterable[Instruction]) -> list[Readout]:
+        """Execute host instructions, opening and closing rows as a controller would.
+
+        Each AiM instruction unrolls into its final DRAM command once per column
+        (``start_col .. start_col + columns - 1``), columns outer and channels inner, in the
+        order :meth:`Instruction.channels` gives. Before a single-bank access the bank is
+        precharged if another row is open and activated; before an all-bank access every bank
+        is precharged (PREA) and activated (ACT16) unless the row is already open in all of
+        them. ``MAC`` with BROADCAST = 1 opens the row in the partner bank too.
+
+        Payloads: a write takes ``Instruction.data`` (16 words per column; ``opsize`` columns
+        for WR_GB), else GPR ``gpr0 + i`` for its ``i``-th column (zeros for ``W MEM``). The same
+        payload goes to every channel of the mask. A read stores channel ``c``'s data in GPR
+        ``gpr0 + k``, ``k`` the rank of ``c`` among the instruction's channels (ascending), and
+        appends a :class:`Readout`. ``W CFR`` sets a register in every channel; ``W GPR`` loads
+        ``data`` (or zeros); ``R GPR`` reads a GPR out; ``EWADD n g0 g1`` sets
+        ``GPR[g0 + i] = GPR[g0 + i] + GPR[g1 + i]`` for ``i < n`` (host bfloat16 add).
+
+        Returns:
+            The values read, in execution order.
+
+        Raises:
+            ProtocolError: an instruction is malformed (channel, bank, row, column range,
+                payload shape, WR_AFLUT). Such an instruction changes nothing; the ones before
+                it stay executed.
+        """
+        out: list[Readout] = []
+        for inst in instructions:
+            self._run(inst, out)
+        return out
+
+    def set_cfr(self, cfr: Cfr | int, value: int, channels: Iterable[int] | None = None) -> None:
+        """Set a configuration register (in every channel unless ``channels`` says otherwise).
+
+        Raises:
+            ProtocolError: unknown register or value outside :data:`CFR_RANGE`.
+        """
+        try:
+            reg = Cfr(cfr)
+        except ValueError:
+            raise ProtocolError(f"unknown CFR {cfr!r}") from None
+        low, high = CFR_RANGE[reg]
+        if not isinstance(value, (int, np.integer)) or not low <= value <= high:
+            raise ProtocolError(f"CFR {reg.name} value {value!r} outside [{low}, {high}]")
+        targets = range(self.device.channels) if channels is None else list(channels)
+        states = [self._channel(c) for c in targets]
+        for st in states:
+            st.cfr[reg] = int(value)
+
+    def peek(self, channel: int, bank: int, row: int) -> np.ndarray:
+        """Return a copy of one bank row, shape ``(columns, lanes)`` (backdoor, no protocol)."""
+        st = self._channel(channel)
+        self._check_bank(bank)
+        self._check_row(row)
+        return self._read_block(st, row)[bank].copy()
+
+    def poke(self, channel: int, bank: int, row: int, words: np.ndarray, col: int = 0) -> None:
+        """Store ``words`` (shape ``(n, lanes)``) at columns ``col .. col + n - 1`` (backdoor).
+
+        Raises:
+            ProtocolError: address out of range or wrong shape; nothing is written.
+        """
+        st = self._channel(channel)
+        self._check_bank(bank)
+        self._check_row(row)
+        w = self._array(words)
+        if w.ndim != 2 or w.shape[1] != self.device.lanes:
+            raise ProtocolError(f"poke needs words of shape (n, {self.device.lanes}), "
+                                f"got {w.shape}")
+        if col < 0 or col + w.shape[0] > self.device.columns:
+            raise ProtocolError(f"poke columns {col}..{col + w.shape[0] - 1} outside "
+                                f"0..{self.device.columns - 1}")
+        self._write_block(st, row)[bank, col:col + w.shape[0]] = w
+
+    def footprint(self) -> int:
+        """Return the bytes held by allocated DRAM rows (all channels)."""
+        return sum(block.nbytes for st in self.channels for block in st.mats.values())
+
+    # ----------------------------------------------------------------------- validation
+
+    def _channel(self, channel: int) -> ChannelState:
+        if not isinstance(channel, (int, np.integer)) or not 0 <= channel < self.device.channels:
+            raise ProtocolError(f"channel {channel!r} outside 0..{self.device.channels - 1}")
+        return self.channels[channel]
+
+    def _check_bank(self, bank: int | None) -> int:
+        if not isinstance(bank, (int, np.integer)) or not 0 <= bank < self.device.banks:
+            raise ProtocolError(f"bank {bank!r} outside 0..{self.device.banks - 1}")
+        return int(bank)
+
+    def _check_row(self, row: int | None) -> int:
+        ok = isinstance(row, (int, np.integer)) and (
+            0 <= row < self.device.rows or AF_ROW_BASE <= row < AF_ROW_BASE + _AF_ROWS)
+        if not ok:
+            raise ProtocolError(f"row {row!r} outside 0..{self.device.rows - 1} and the LUT "
+                                f"rows {AF_ROW_BASE}..{AF_ROW_BASE + _AF_ROWS - 1}")
+        return int(row)  # type: ignore[arg-type]
+
+    def _check_col(self, col: int | None, limit: int | None = None) -> int:
+        limit = min(self.device.columns, self.device.gb_columns) if limit is None else limit
+        if not isinstance(col, (int, np.integer)) or not 0 <= col < limit:
+            raise ProtocolError(f"column {col!r} outside 0..{limit - 1}")
+        return int(col)
+
+    def _open(self, st: ChannelState, command: Command, bank: int, row: int | None) -> int:
+        """Return the open row of ``bank``; raise unless it is open (and equals ``row``)."""
+        current = int(st.open_rows[bank])
+        if current == _CLOSED:
+            raise ProtocolError(f"{command.name}: bank {bank} has no open row")
+        if row is not None and row != current:
+            raise ProtocolError(f"{command.name}: bank {bank} has row {current} open, "
+                                f"not {row}")
+        return current
+
+    def _all_open(self, st: ChannelState, command: Command, row: int | None) -> int:
+        """Return the row open in every bank; raise unless one row is open in all of them."""
+        rows = st.open_rows
+        if (rows == _CLOSED).any() or (rows != rows[0]).any():
+            raise ProtocolError(f"{command.name} needs one row open in all banks; open rows "
+                                f"{rows.tolist()}")
+        if row is not None and row != int(rows[0]):
+            raise ProtocolError(f"{command.name}: row {int(rows[0])} is open, not {row}")
+        return int(rows[0])
+
+    @staticmethod
+    def _array(data: np.ndarray) -> np.ndarray:
+        """Return ``data`` as ``uint16`` bit patterns; raise on non-integers or wide values."""
+        arr = np.asarray(data)
+        if arr.dtype == ml_dtypes.bfloat16:
+            return arr.view(np.uint16)
+        if arr.dtype.kind not in "ui":
+            raise ProtocolError(f"payload must be bfloat16 bit patterns, got dtype {arr.dtype}")
+        if arr.size and (arr.min() < 0 or arr.max() > 0xFFFF):
+            raise ProtocolError("payload words must fit in 16 bits")
+        return arr.astype(np.uint16)
+
+    def _words(self, command: Command, data: np.ndarray | None) -> np.ndarray:
+        if data is None:
+            raise ProtocolError(f"{command.name} needs a data payload")
+        words = self._array(data)
+        if words.shape != (self.device.lanes,):
+            raise ProtocolError(f"{command.name} payload must have shape "
+                                f"({self.device.lanes},), got {words.shape}")
+        return words
+
+    def _mask(self, command: Command, mask: int | None) -> np.ndarray:
+        lanes = self.device.lanes
+        if mask is None:
+            return np.ones(lanes, dtype=bool)
+        if not isinstance(mask, (int, np.integer)) or not 0 <= mask < 1 << lanes:
+            raise ProtocolError(f"{command.name} mask {mask!r} is not a {lanes}-bit mask")
+        return (int(mask) >> np.arange(lanes)) & 1 == 1
+
+    # ----------------------------------------------------------------------- memory
+
+    def _default(self, row: int) -> np.ndarray:
+        """Return the content of a never-written row (zeros, or the built-in LUT)."""
+        if row < AF_ROW_BASE:
+            return self._zeros
+        afm = row - AF_ROW_BASE
+        lut = self._luts.get(afm)
+        if lut is None:
+            d = self.device
+            if d.columns * d.lanes != dp.AF_WORDS:
+                raise ProtocolError(f"LUT rows need {dp.AF_WORDS} words per row; this device "
+                                    f"has {d.columns * d.lanes}")
+            lut = np.broadcast_to(dp.af_lut(afm).reshape(d.columns, d.lanes),
+                                  (d.banks, d.columns, d.lanes))
+            self._luts[afm] = lut
+        return lut
+
+    def _read_block(self, st: ChannelState, row: int) -> np.ndarray:
+        """Return all banks of ``row`` (read-only when never written)."""
+        block = st.mats.get(row)
+        return self._default(row) if block is None else block
+
+    def _write_block(self, st: ChannelState, row: int) -> np.ndarray:
+        """Return all banks of ``row`` for writing, allocating it on first write."""
+        block = st.mats.get(row)
+        if block is None:
+            block = self._default(row).copy()
+            st.mats[row] = block
+        return block
+
+    # ----------------------------------------------------------------------- command handlers
+    # Signature: (state, command, bank, row, col, words, lane_mask) -> result. Each validates
+    # everything before the first mutation.
+
+    def _group(self, bank: int) -> slice:
+        per = self.device.banks_per_group
+        start = bank // per * per
+        return slice(start, start + per)
+
+    def _act(self, st: ChannelState, cmd: Command, bank, row, col, words, lanes) -> None:
+        row = self._check_row(row)
+        if cmd is Command.ACT16:
+            targets: slice | int = slice(None)
+        elif cmd is Command.ACT4:
+            targets = self._group(self._check_bank(bank))
+        else:
+            targets = self._check_bank(bank)
+        busy = np.atleast_1d(st.open_rows[targets]) != _CLOSED
+        if busy.any():
+            raise ProtocolError(f"{cmd.name} row {row}: a target bank already has a row open "
+                                f"(open rows {st.open_rows.tolist()}); precharge first")
+        st.open_rows[targets] = row
+
+    def _pre(self, st: ChannelState, cmd: Command, bank, row, col, words, lanes) -> None:
+        if cmd is Command.PREA:
+            st.open_rows[:] = _CLOSED
+        elif cmd is Command.PRE4:
+            st.open_rows[self._group(self._check_bank(bank))] = _CLOSED
+        else:
+            st.open_rows[self._check_bank(bank)] = _CLOSED
+
+    def _ref(self, st: ChannelState, cmd: Command, bank, row, col, words, lanes) -> None:
+        targets = slice(None) if cmd is Command.REFab else self._check_bank(bank)
+        if (np.atleast_1d(st.open_rows[targets]) != _CLOSED).any():
+            raise ProtocolError(f"{cmd.name} needs its banks precharged")
+
+    def _nop(self, st: ChannelState, cmd: Command, bank, row, col, words, lanes) -> None:
+        return None
+
+    def _rd(self, st: ChannelState, cmd: Command, bank, row, col, words, lanes) -> np.ndarray:
+        bank = self._check_bank(bank)
+        col = self._check_col(col, self.device.columns)
+        row = self._open(st, cmd, bank, row)
+        data = self._read_block(st, row)[bank, col].copy()
+        if cmd is Command.RDA:
+            st.open_rows[bank] = _CLOSED
+        return data
+
+    def _wr(self, st: ChannelState, cmd: Command, bank, row, col, words, lanes) -> None:
+        bank = self._check_bank(bank)
+        col = self._check_col(col, self.device.columns)
+        row = self._open(st, cmd, bank, row)
+        target = self._write_block(st, row)[bank, col]
+        target[lanes] = words[lanes]
+        if cmd is Command.WRA:
+            st.open_rows[bank] = _CLOSED
+
+    def _mac(self, st: ChannelState, cmd: Command, bank, row, col, words, lanes) -> None:
+        bank = self._check_bank(bank)
+        col = self._check_col(col)
+        row = self._open(st, cmd, bank, row)
+        block = self._read_block(st, row)
+        if st.cfr[Cfr.BROADCAST]:
+            partner = bank ^ 1
+            self._open(st, cmd, partner, row)
+            vector = block[partner, col]
+        else:
+            vector = st.gb[col]
+        st.acc[bank] = dp.mac(st.acc[bank], block[bank, col], vector)
+
+    def _mac16(self, st: ChannelState, cmd: Command, bank, row, col, words, lanes) -> None:
+        col = self._check_col(col)
+        row = self._all_open(st, cmd, row)
+        block = self._read_block(st, row)
+        if st.cfr[Cfr.BROADCAST]:
+            st.acc[0::2] = dp.mac(st.acc[0::2], block[0::2, col], block[1::2, col])
+        else:
+            vector = np.broadcast_to(st.gb[col], block[:, col].shape)
+            st.acc[:] = dp.mac(st.acc, block[:, col], vector)
+
+    def _ewmul16(self, st: ChannelState, cmd: Command, bank, row, col, words, lanes) -> None:
+        col = self._check_col(col, self.device.columns)
+        row = self._all_open(st, cmd, row)
+        per = self.device.banks_per_group
+        if per < 3:
+            raise ProtocolError("EWMUL16 needs at least 3 banks per bank group")
+        groups = self.device.bankgroups if st.cfr[Cfr.EWMUL_BG] else 1
+        stop = groups * per
+        block = self._read_block(st, row)
+        product = dp.mul(block[0:stop:per, col], block[1:stop:per, col])
+        self._write_block(st, row)[2:stop:per, col] = product
+
+    def _af16(self, st: ChannelState, cmd: Command, bank, row, col, words, lanes) -> None:
+        lut_row = AF_ROW_BASE + st.cfr[Cfr.AFM]
+        if row is not None and row != lut_row:
+            raise ProtocolError(f"AF16 with AFM {st.cfr[Cfr.AFM]} uses row {lut_row}, not {row}")
+        self._all_open(st, cmd, lut_row)
+        block = self._read_block(st, lut_row)  # validates the row size
+        st.af[:] = dp.af(st.acc, block.reshape(self.device.banks, -1))
+
+    def _rdcp(self, st: ChannelState, cmd: Command, bank, row, col, words, lanes) -> None:
+        bank = self._check_bank(bank)
+        col = self._check_col(col)
+        row = self._open(st, cmd, bank, row)
+        st.gb[col] = self._read_block(st, row)[bank, col]
+
+    def _wrcp(self, st: ChannelState, cmd: Command, bank, row, col, words, lanes) -> None:
+        bank = self._check_bank(bank)
+        col = self._check_col(col)
+        row = self._open(st, cmd, bank, row)
+        self._write_block(st, row)[bank, col] = st.gb[col]
+
+    def _wrgb(self, st: ChannelState, cmd: Command, bank, row, col, words, lanes) -> None:
+        col = self._check_col(col, self.device.gb_columns)
+        st.gb[col, lanes] = words[lanes]
+
+    def _wrmac16(self, st: ChannelState, cmd: Command, bank, row, col, words, lanes) -> None:
+        if self.device.banks != self.device.lanes:
+            raise ProtocolError("WRMAC16 needs one payload word per bank")
+        st.acc[lanes] = dp.bias(words[lanes])
+
+    def _rdmac16(self, st: ChannelState, cmd: Command, bank, row, col, words,
+                 lanes) -> np.ndarray:
+        return dp.readout(st.acc)
+
+    def _rdaf16(self, st: ChannelState, cmd: Command, bank, row, col, words,
+                lanes) -> np.ndarray:
+        return st.af.copy()
+
+    def _wra16(self, st: ChannelState, cmd: Command, bank, row, col, words, lanes) -> None:
+        if self.device.banks != self.device.lanes:
+            raise ProtocolError("WRA16 needs one payload word per bank")
+        col = self._check_col(col, self.device.columns)
+        row = self._all_open(st, cmd, row)
+        target = self._write_block(st, row)[:, col]  # (banks, lanes) view
+        target[:, lanes] = words[:, None]
+        st.open_rows[:] = _CLOSED
+
+    # ----------------------------------------------------------------------- instructions
+
+    def _gpr(self, gpr: int) -> np.ndarray:
+        return self.gprs.get(gpr, np.zeros(self.device.lanes, dtype=np.uint16))
+
+    def _payload(self, inst: Instruction, columns: int) -> np.ndarray:
+        """Return the write payload of ``inst``, shape ``(columns, lanes)``."""
+        lanes = self.device.lanes
+        if inst.data is not None:
+            words = self._array(inst.data)
+            if words.size != columns * lanes:
+                raise ProtocolError(f"{inst.opcode.value}: payload has {words.size} words, "
+                                    f"{columns} columns need {columns * lanes}")
+            return words.reshape(columns, lanes)
+        if inst.opcode is Opcode.WR_MEM or inst.gpr0 is None:
+            return np.zeros((columns, lanes), dtype=np.uint16)
+        return np.stack([self._gpr(inst.gpr0 + i) for i in range(columns)])
+
+    def _run(self, inst: Instruction, out: list[Readout]) -> None:
+        op = inst.opcode
+        if op is Opcode.WR_CFR:
+            if inst.cfr is None or inst.value is None:
+                raise ProtocolError("W CFR needs a register and a value")
+            self.set_cfr(inst.cfr, inst.value)
+        elif op is Opcode.WR_GPR:
+            self.gprs[self._gpr_id(inst.gpr)] = self._payload_gpr(inst)
+        elif op is Opcode.RD_GPR:
+            out.append(Readout(None, op, self._gpr(self._gpr_id(inst.gpr)).copy()))
+        elif op is Opcode.EWADD:
+            count = 1 if inst.opsize is None else inst.opsize
+            g0, g1 = self._gpr_id(inst.gpr0), self._gpr_id(inst.gpr1)
+            sums = [dp.add(self._gpr(g0 + i), self._gpr(g1 + i)) for i in range(count)]
+            for i, value in enumerate(sums):
+                self.gprs[g0 + i] = value
+        elif op is Opcode.WR_AFLUT:
+            raise ProtocolError("WR_AFLUT is not supported (as in the public simulator); "
+                                "write the LUT row with ordinary writes")
+        elif op.info.final in (None, Command.SYNC, Command.EOC):
+            return
+        else:
+            self._run_commands(inst, out)
+
+    @staticmethod
+    def _gpr_id(gpr: int | None) -> int:
+        if not isinstance(gpr, (int, np.integer)) or gpr < 0:
+            raise ProtocolError(f"GPR id {gpr!r} is not a non-negative integer")
+        return int(gpr)
+
+    def _payload_gpr(self, inst: Instruction) -> np.ndarray:
+        if inst.data is None:
+            return np.zeros(self.device.lanes, dtype=np.uint16)
+        return self._payload(inst, 1)[0]
+
+    def _run_commands(self, inst: Instruction, out: list[Readout]) -> None:
+        """Unroll one AiM or ``R/W MEM`` instruction into DRAM commands and execute them."""
+        op = inst.opcode
+        final = op.info.final
+        assert final is not None
+        if op in (Opcode.RD_MEM, Opcode.WR_MEM) and inst.channel is None:
+            raise ProtocolError(f"{op.value} needs a channel index")
+        channels = inst.channels()
+        states = {c: self._channel(c) for c in channels}
+        first, count = inst.start_col, inst.columns
+        needs_col = COMMAND_SCOPE[final] == Scope.COLUMN or final in _COLUMN_ALL
+        if needs_col:
+            limit = self.device.gb_columns if final is Command.WRGB else self.device.columns
+            if count < 1 or first < 0 or first + count > limit:
+                raise ProtocolError(f"{op.value}: columns {first}..{first + count - 1} "
+                                    f"outside 0..{limit - 1}")
+        if final in _BANK_ACCESS:
+            self._check_bank(inst.bank)
+        if final in _BANK_ACCESS or final in _ALL_ACCESS - {Command.AF16}:
+            self._check_row(inst.row)
+        if final in (Command.WRA16, Command.WRMAC16) and self.device.banks != self.device.lanes:
+            raise ProtocolError(f"{final.name} needs one payload word per bank")
+        payload = self._payload(inst, count) if final in _WRITES else None
+        if final in _WRITES:
+            self._mask(final, inst.mask)
+        if final is Command.AF16:  # resolve the LUT row before anything happens
+            for st in states.values():
+                self._default(AF_ROW_BASE + st.cfr[Cfr.AFM])
+        ranks = {c: k for k, c in enumerate(sorted(channels))}
+        for i in range(count):
+            col = first + i
+            for c in channels:
+                st = states[c]
+                row = AF_ROW_BASE + st.cfr[Cfr.AFM] if final is Command.AF16 else inst.row
+                self._prepare(c, st, final, inst.bank, row)
+                data = None if payload is None else payload[i]
+                result = self.execute(c, final, inst.bank, row, col if needs_col else None,
+                                      data, inst.mask if final in _WRITES else None)
+                if result is not None:
+                    out.append(Readout(c, op, result))
+                    if inst.gpr0 is not None:
+                        self.gprs[inst.gpr0 + ranks[c]] = result
+
+    def _prepare(self, channel: int, st: ChannelState, final: Command, bank: int | None,
+                 row: int | None) -> None:
+        """Issue the precharges and activations ``final`` needs (the controller's prereqs)."""
+        if final in _ALL_ACCESS:
+            if (st.open_rows == row).all():
+                return
+            if (st.open_rows != _CLOSED).any():
+                self.execute(channel, Command.PREA)
+            self.execute(channel, Command.ACT16, row=row)
+        elif final in _BANK_ACCESS:
+            assert bank is not None
+            banks = [bank]
+            if final is Command.MAC and st.cfr[Cfr.BROADCAST]:
+                banks.append(bank ^ 1)
+            for b in banks:
+                current = int(st.open_rows[b])
+                if current == row:
+                    continue
+                if current != _CLOSED:
+                    self.execute(channel, Command.PRE, bank=b)
+                self.execute(channel, Command.ACT, bank=b, row=row)
+
