@@ -33,10 +33,12 @@ from .device import Device
 from .isa import COMMAND_META, COMMAND_SCOPE, Command, Instruction, Opcode, Scope
 from .timing import TimingTable
 
-__all__ = ["Kind", "Request", "Issue", "ChannelController", "BUFFER_CAPACITY"]
+__all__ = ["Kind", "Request", "Issue", "ChannelController", "BUFFER_CAPACITY", "NEVER"]
 
 #: A request buffer accepts a request while it holds at most this many (Ramulator's ``<= 32``).
 BUFFER_CAPACITY = 32
+#: ``next_event`` of a controller that has nothing left to do.
+NEVER = 1 << 62
 _WR_HIGH = 0.8 * BUFFER_CAPACITY
 _WR_LOW = 0.2 * BUFFER_CAPACITY
 
@@ -399,7 +401,7 @@ class ChannelController:
 
     def plan(self, clk: int, busy: bool) -> None:
         """Set ``next_event``: the first clock after ``clk`` at which a tick may change state."""
-        nxt = 1 << 62
+        nxt = NEVER
         if self.pending_reads:
             head = self.pending_reads[0]
             if head.depart > clk:

@@ -30,7 +30,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from .controller import ChannelController, Kind, Request
+from .controller import NEVER, ChannelController, Kind, Request
 from .device import AF_ROW_BASE, DEVICE, Device
 from .isa import CFR_RESET, Cfr, Command, Instruction, Opcode
 from .schedule import TimedCommand
@@ -239,7 +239,11 @@ class _Run:
                 break
             k += 1
             if skip and not self.progress and not (changed and self._retrying()):
-                k = max(k, min(ctl.next_event for ctl in self.controllers) - 1)
+                nxt = min(ctl.next_event for ctl in self.controllers)
+                if nxt >= NEVER:
+                    raise RuntimeError(f"cycle model stalled at cycle {clk}: no controller can "
+                                       "make progress (please report this program)")
+                k = max(k, nxt - 1)
         for ctl in self.controllers:
             ctl._account(clk)
         return clk

@@ -1,0 +1,143 @@
+"""Instruction programs for tests, demos and benchmarks: random mixes and a GEMV.
+
+Every builder returns a list of :class:`Instruction` that ends with EOC and passes
+:func:`patton.sim.trace.validate` for the given device.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .device import DEVICE, Device
+from .isa import Cfr, Instruction, Opcode, channel_bit
+
+__all__ = ["random_program", "gemv_program"]
+
+
+def _mask(rng: np.random.Generator, channels: list[int]) -> int:
+    mask = 0
+    for c in channels:
+        mask |= channel_bit(c)
+    return mask
+
+
+def random_program(rng: np.random.Generator, length: int, device: Device = DEVICE,
+                   channels: int = 4, rows: int = 4, data: bool = False) -> list[Instruction]:
+    """Return a random mix of every instruction kind on the first ``channels`` channels.
+
+    Rows are drawn from ``rows`` values so that row hits, conflicts and re-activations all
+    happen; opsizes go up to a full row so that controller buffers overflow; conventional
+    reads and writes are mixed in so that the two request classes contend. With ``data``,
+    writes carry random bfloat16 payloads and lane masks.
+    """
+    used = list(range(channels))
+    program: list[Instruction] = []
+
+    def some() -> list[int]:
+        k = int(rng.integers(1, channels + 1))
+        return sorted(rng.choice(used, size=k, replace=False).tolist())
+
+    def payload(columns: int) -> np.ndarray | None:
+        if not data:
+            return None
+        values = rng.standard_normal(columns * device.lanes).astype(np.float32)
+        return (values.view(np.uint32) >> 16).astype(np.uint16)
+
+    def cols() -> tuple[int, int | None]:
+        size = int(rng.choice([1, 2, 4, 8, 16, 40, device.columns]))
+        start = int(rng.integers(0, device.columns - size + 1))
+        return size, (start if start else None)
+
+    kinds = ["mac_abk", "mac_sbk", "wr_gb", "wr_bias", "rd_mac", "copy_bkgb", "copy_gbbk",
+             "ewmul", "wr_abk", "af", "rd_af", "rd_mem", "wr_mem", "wr_sbk", "rd_sbk",
+             "sync", "cfr", "gpr"]
+    for _ in range(length):
+        kind = kinds[int(rng.integers(len(kinds)))]
+        row = int(rng.integers(rows))
+        bank = int(rng.integers(device.banks))
+        if kind == "mac_abk":
+            size, start = cols()
+            ins = Instruction(Opcode.MAC_ABK, opsize=size, channel_mask=_mask(rng, some()),
+                              row=row, col=start)
+        elif kind == "mac_sbk":
+            size, start = cols()
+            ins = Instruction(Opcode.MAC_SBK, opsize=size, channel_mask=_mask(rng, some()),
+                              bank=bank, row=row, col=start)
+        elif kind == "wr_gb":
+            size, start = cols()
+            ins = Instruction(Opcode.WR_GB, opsize=size, gpr0=0, channel_mask=_mask(rng, some()),
+                              col=start, data=payload(size))
+        elif kind == "wr_bias":
+            ins = Instruction(Opcode.WR_BIAS, gpr0=0, channel_mask=_mask(rng, some()),
+                              data=payload(1))
+        elif kind in ("rd_mac", "rd_af"):
+            op = Opcode.RD_MAC if kind == "rd_mac" else Opcode.RD_AF
+            ins = Instruction(op, gpr0=0, channel_mask=_mask(rng, some()))
+        elif kind in ("copy_bkgb", "copy_gbbk"):
+            size, start = cols()
+            op = Opcode.COPY_BKGB if kind == "copy_bkgb" else Opcode.COPY_GBBK
+            ins = Instruction(op, opsize=size, channel_mask=_mask(rng, some()), bank=bank,
+                              row=row, col=start)
+        elif kind == "ewmul":
+            size, start = cols()
+            ins = Instruction(Opcode.EWMUL, opsize=size, channel_mask=_mask(rng, some()),
+                              row=row, col=start)
+        elif kind == "wr_abk":
+            ins = Instruction(Opcode.WR_ABK, gpr0=0,
+                              channel_mask=channel_bit(int(rng.choice(used))), row=row,
+                              col=int(rng.integers(device.columns)) or None, data=payload(1))
+        elif kind == "af":
+            ins = Instruction(Opcode.AF, channel_mask=_mask(rng, some()))
+        elif kind in ("rd_mem", "wr_mem"):
+            op = Opcode.RD_MEM if kind == "rd_mem" else Opcode.WR_MEM
+            ins = Instruction(op, channel=int(rng.choice(used)), bank=bank, row=row,
+                              col=int(rng.integers(device.columns)),
+                              data=payload(1) if op == Opcode.WR_MEM else None)
+        elif kind in ("wr_sbk", "rd_sbk"):
+            op = Opcode.WR_SBK if kind == "wr_sbk" else Opcode.RD_SBK
+            ins = Instruction(op, gpr0=0, channel_mask=_mask(rng, some()), bank=bank, row=row,
+                              data=payload(1) if op == Opcode.WR_SBK else None)
+        elif kind == "sync":
+            ins = Instruction(Opcode.SYNC)
+        elif kind == "cfr":
+            ins = Instruction(Opcode.WR_CFR, cfr=int(Cfr.AFM), value=int(rng.integers(8)))
+        else:
+            ins = Instruction(Opcode.WR_GPR, gpr=int(rng.integers(8)))
+        program.append(ins)
+    program.append(Instruction(Opcode.EOC))
+    return program
+
+
+def gemv_program(weights: np.ndarray, vector: np.ndarray, channel: int = 0,
+                 device: Device = DEVICE) -> list[Instruction]:
+    """Return y = W x on one channel, as CENT lays a GEMV out.
+
+    ``weights`` is ``[banks * outputs_per_bank, k]`` bfloat16 bits and ``vector`` is ``[k]``
+    bfloat16 bits, ``k <= 64 * 16``. Bank ``b`` holds output rows ``b * n .. b * n + n - 1``,
+    output row ``j`` of a bank in DRAM row ``j``. The program loads ``x`` into the global buffer,
+    then for each row ``j``: WR_BIAS (zero), MAC_ABK over ``k / 16`` columns, RD_MAC. The
+    RD_MAC results in order are ``y`` rearranged ``[j][bank]``.
+    """
+    banks, lanes = device.banks, device.lanes
+    outputs, k = weights.shape
+    if k % lanes or k > device.gb_columns * lanes or outputs % banks:
+        raise ValueError(f"weights {weights.shape} do not tile onto {banks} banks x "
+                         f"{device.gb_columns} columns x {lanes} lanes")
+    n, columns = outputs // banks, k // lanes
+    mask = channel_bit(channel)
+    program = [Instruction(Opcode.WR_GB, opsize=columns, gpr0=0, channel_mask=mask,
+                           data=np.asarray(vector, dtype=np.uint16).reshape(-1))]
+    for b in range(banks):
+        for j in range(n):
+            for c in range(columns):
+                program.append(Instruction(
+                    Opcode.WR_MEM, channel=channel, bank=b, row=j, col=c,
+                    data=np.asarray(weights[b * n + j, c * lanes:(c + 1) * lanes],
+                                    dtype=np.uint16)))
+    for j in range(n):
+        program.append(Instruction(Opcode.WR_BIAS, gpr0=0, channel_mask=mask,
+                                   data=np.zeros(lanes, dtype=np.uint16)))
+        program.append(Instruction(Opcode.MAC_ABK, opsize=columns, channel_mask=mask, row=j))
+        program.append(Instruction(Opcode.RD_MAC, gpr0=0, channel_mask=mask))
+    program.append(Instruction(Opcode.EOC))
+    return program

@@ -1,0 +1,36 @@
+"""Energy model: per-command energies from the constants, and the standby decision."""
+
+from __future__ import annotations
+
+import pytest
+
+from patton.sim.energy import CONSTANTS, energy
+
+
+def test_per_command_energies_match_the_table():
+    def one(counts):
+        return energy({0: counts}, {0: {"active": 0, "precharged": 0, "idle": 0}}, 0)
+
+    assert one({"ACT16": 1}).components["act"] == pytest.approx(47.2056, rel=1e-6)
+    assert one({"ACT": 1}).components["act"] == pytest.approx(2.950350, rel=1e-6)
+    assert one({"MAC16": 1}).components["pim"] == pytest.approx(1.31445, rel=1e-6)
+    assert one({"MAC": 16}).components["pim"] == pytest.approx(1.31445, rel=1e-6)
+    assert one({"RD": 1}).components["read"] == pytest.approx(0.5476875, rel=1e-6)
+    assert one({"RD": 1}).components["dq"] == pytest.approx(1.408, rel=1e-6)
+    assert one({"WRA16": 1}).components["write"] == pytest.approx(16 * 0.6914375, rel=1e-6)
+    ctrl = one({"TMOD": 1}).components["controller"]
+    assert ctrl == pytest.approx(CONSTANTS.ctrl_phy_mw / 2 / 2 / 1000, rel=1e-9)
+    assert one({"MAC16": 1}).components["controller"] == pytest.approx(
+        (CONSTANTS.ctrl_trx_mw + CONSTANTS.ctrl_phy_mw) / 4 / 1000, rel=1e-9)
+
+
+def test_standby_per_channel_versus_cent():
+    states = {c: {"active": 1000, "precharged": 3000, "idle": 0} for c in range(32)}
+    counts = {c: {} for c in range(32)}
+    ours = energy(counts, states, 4000).components["standby"]
+    cent = energy(counts, states, 4000, standby="cent").components["standby"]
+    one_channel = (CONSTANTS.p_act_stby * 500 + CONSTANTS.p_pre_stby * 1500) / 1000
+    assert cent == pytest.approx(one_channel)
+    assert ours == pytest.approx(32 * one_channel)
+    with pytest.raises(ValueError, match="standby must be"):
+        energy(counts, states, 4000, standby="mean")
