@@ -150,6 +150,8 @@ class ChannelController:
         self.precharged_cycles = 0
         self.idle_cycles = 0
         self.clk = 0  # last clock accounted in the statistics
+        self.changes = 0  # ticks that changed state (a refused send can only pass after one)
+        self.refused_at = -1  # ``changes`` when the DMA's last send was refused
         self.next_event = 1  # earliest clock at which ticking may change something
         self.record = record
         self.log: list[Issue] = []
@@ -352,6 +354,7 @@ class ChannelController:
                     self.pending_reads.append(req)
                     self.aim.popleft()
                     self._count_cycle(clk, True)
+                    self.changes += 1
                     return True
                 req.command = self.preq(req)
                 found = clk >= self.ready_at(req.command, req)
@@ -387,6 +390,8 @@ class ChannelController:
                 self.active.append(req)
                 buffer.remove(req)
         self._count_cycle(clk, found)
+        if changed:
+            self.changes += 1
         return changed
 
     def _count_cycle(self, clk: int, found: bool) -> None:
@@ -400,7 +405,14 @@ class ChannelController:
         self.clk = clk
 
     def plan(self, clk: int, busy: bool) -> None:
-        """Set ``next_event``: the first clock after ``clk`` at which a tick may change state."""
+        """Set ``next_event``: the first clock after ``clk`` at which a tick may change state.
+
+        That is the earliest of: a due completion, and the cycle at which a candidate command
+        (active-buffer requests, the AiM head, or the read and write buffers) meets its timing
+        rules. A candidate that is already ready but did not issue was either beaten by the
+        command that issued (``busy``: it may go next cycle) or is held back by an open-row
+        conflict that only another event can lift.
+        """
         nxt = NEVER
         if self.pending_reads:
             head = self.pending_reads[0]
@@ -408,9 +420,13 @@ class ChannelController:
                 nxt = head.depart
             elif not head.sync or not self.pending_writes:
                 nxt = clk + 1
-        for r in self.pending_writes:
-            if r.depart < nxt:
-                nxt = r.depart
+        # A retiring write matters only to the idle statistics (all buffers empty) and to a
+        # waiting EOC/SYNC; otherwise the next tick retires it just the same.
+        if not (self.aim or self.reads or self.writes) or (
+                self.pending_reads and self.pending_reads[0].sync):
+            for r in self.pending_writes:
+                if r.depart < nxt:
+                    nxt = r.depart
         candidates: list[Request] = list(self.active)
         if self.aim:
             head = self.aim[0]

@@ -139,6 +139,8 @@ class _Run:
         if not ctl.remaining and ctl.send(req, k):
             self._wake(ctl, req, k)
             return True
+        if not ctl.remaining:
+            ctl.refused_at = ctl.changes
         ctl.remaining.append(req)
         return False
 
@@ -197,9 +199,14 @@ class _Run:
         was_remaining = False
         still_remaining = False
         for ctl in self.controllers:
+            if ctl.remaining and ctl.refused_at == ctl.changes:
+                # Refused before and nothing changed since: it would be refused again.
+                was_remaining = still_remaining = True
+                continue
             while ctl.remaining:
                 was_remaining = True
                 if not ctl.send(ctl.remaining[0], k):
+                    ctl.refused_at = ctl.changes
                     still_remaining = True
                     break
                 self._wake(ctl, ctl.remaining.popleft(), k)
