@@ -86,7 +86,7 @@ def _aim_check(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from patton.sim.demo import gemv_demo
+    from patton.demo import gemv_demo
 
     return gemv_demo(rows=args.rows, seed=args.seed)
 

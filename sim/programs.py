@@ -108,32 +108,42 @@ def random_program(rng: np.random.Generator, length: int, device: Device = DEVIC
     return program
 
 
-def gemv_program(weights: np.ndarray, vector: np.ndarray, channel: int = 0,
+def gemv_program(vector: np.ndarray, outputs_per_bank: int, channels: list[int] | None = None,
+                 weights: np.ndarray | None = None,
                  device: Device = DEVICE) -> list[Instruction]:
-    """Return y = W x on one channel, as CENT lays a GEMV out.
+    """Return the AiM program of a GEMV ``y = W x``, laid out as CENT lays it out.
 
-    ``weights`` is ``[banks * outputs_per_bank, k]`` bfloat16 bits and ``vector`` is ``[k]``
-    bfloat16 bits, ``k <= 64 * 16``. Bank ``b`` holds output rows ``b * n .. b * n + n - 1``,
-    output row ``j`` of a bank in DRAM row ``j``. The program loads ``x`` into the global buffer,
-    then for each row ``j``: WR_BIAS (zero), MAC_ABK over ``k / 16`` columns, RD_MAC. The
-    RD_MAC results in order are ``y`` rearranged ``[j][bank]``.
+    Output row ``o`` of ``W`` lives in channel ``channels[o // (banks * n)]``, bank
+    ``(o // n) % banks``, DRAM row ``o % n`` (``n = outputs_per_bank``), its ``k`` elements in
+    columns ``0 .. k/16 - 1``. The program multicasts ``x`` (``k`` bfloat16 bit patterns,
+    ``k <= 1024``) into every global buffer, then for each DRAM row ``j``: WR_BIAS (zero),
+    MAC_ABK over ``k / 16`` columns, RD_MAC. With ``weights`` (``[outputs, k]`` bit patterns)
+    it first writes them with ``W MEM`` lines; without, the caller places them (e.g. with
+    :meth:`FunctionalModel.poke`), as a serving system that keeps its weights resident would.
     """
-    banks, lanes = device.banks, device.lanes
-    outputs, k = weights.shape
-    if k % lanes or k > device.gb_columns * lanes or outputs % banks:
-        raise ValueError(f"weights {weights.shape} do not tile onto {banks} banks x "
-                         f"{device.gb_columns} columns x {lanes} lanes")
-    n, columns = outputs // banks, k // lanes
-    mask = channel_bit(channel)
+    lanes = device.lanes
+    vector = np.asarray(vector, dtype=np.uint16).reshape(-1)
+    k = vector.size
+    if k == 0 or k % lanes or k > device.gb_columns * lanes:
+        raise ValueError(f"vector length {k} must be a multiple of {lanes} up to "
+                         f"{device.gb_columns * lanes}")
+    channels = [0] if channels is None else channels
+    n, columns = outputs_per_bank, k // lanes
+    mask = 0
+    for c in channels:
+        mask |= channel_bit(c)
     program = [Instruction(Opcode.WR_GB, opsize=columns, gpr0=0, channel_mask=mask,
-                           data=np.asarray(vector, dtype=np.uint16).reshape(-1))]
-    for b in range(banks):
-        for j in range(n):
+                           data=vector)]
+    if weights is not None:
+        expected = (len(channels) * device.banks * n, k)
+        if weights.shape != expected:
+            raise ValueError(f"weights have shape {weights.shape}, expected {expected}")
+        for o, row in enumerate(np.asarray(weights, dtype=np.uint16)):
+            channel = channels[o // (device.banks * n)]
+            bank, j = (o // n) % device.banks, o % n
             for c in range(columns):
-                program.append(Instruction(
-                    Opcode.WR_MEM, channel=channel, bank=b, row=j, col=c,
-                    data=np.asarray(weights[b * n + j, c * lanes:(c + 1) * lanes],
-                                    dtype=np.uint16)))
+                program.append(Instruction(Opcode.WR_MEM, channel=channel, bank=bank, row=j,
+                                           col=c, data=row[c * lanes:(c + 1) * lanes]))
     for j in range(n):
         program.append(Instruction(Opcode.WR_BIAS, gpr0=0, channel_mask=mask,
                                    data=np.zeros(lanes, dtype=np.uint16)))

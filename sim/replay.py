@@ -1,0 +1,48 @@
+"""Execute a timed command schedule on the functional model (values follow the timing).
+
+The cycle model decides *when* each DRAM command issues; the functional model decides what it
+computes. Replaying the cycle model's schedule command by command, with each write's payload
+taken from the host instruction it came from, gives the values the device returns in the order
+the bus carries them: the reference the RTL scoreboard compares against.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from .functional import FunctionalModel
+from .isa import Command
+from .schedule import TimedCommand
+
+__all__ = ["Returned", "replay"]
+
+_RETURNS = frozenset({Command.RD, Command.RDA, Command.RDMAC16, Command.RDAF16})
+
+
+@dataclass(frozen=True, slots=True)
+class Returned:
+    """Data one read-type command put on the bus."""
+
+    command: TimedCommand  # the command that returned it
+    data: np.ndarray  # (16,) bfloat16 bit patterns
+
+
+def replay(schedule: Iterable[TimedCommand], model: FunctionalModel) -> list[Returned]:
+    """Execute ``schedule`` in cycle order on ``model``; return what each read returned."""
+    out: list[Returned] = []
+    for cmd in sorted(schedule, key=lambda c: (c.cycle, c.channel)):
+        if cmd.command == Command.TMOD:
+            continue
+        data = cmd.payload
+        value = model.execute(cmd.channel, cmd.command,
+                              bank=cmd.bank if cmd.bank >= 0 else None,
+                              row=cmd.row if cmd.row >= 0 else None,
+                              col=cmd.col if cmd.col >= 0 else None,
+                              data=data, mask=cmd.mask if data is not None else None)
+        if cmd.command in _RETURNS:
+            assert value is not None
+            out.append(Returned(cmd, value))
+    return out
