@@ -70,11 +70,11 @@ class Request:
     """
 
     __slots__ = ("kind", "final", "bank", "bg", "row", "col", "command", "arrive", "depart",
-                 "reg_mode", "callback", "reader", "sync", "ins", "index")
+                 "reg_mode", "callback", "reader", "sync", "ins", "index", "cfr")
 
     def __init__(self, kind: Kind, final: int, bank: int, row: int, col: int,
                  reg_mode: bool, callback: bool, reader: bool, ins: Instruction,
-                 index: int, bankgroups_of: int) -> None:
+                 index: int, bankgroups_of: int, cfr: tuple[int, ...] = ()) -> None:
         self.kind = kind  # buffer class
         self.final = final  # the DRAM command that completes the request
         self.bank = bank  # bank index, -1 for channel-scope requests
@@ -90,6 +90,7 @@ class Request:
         self.sync = final in (int(Command.EOC), int(Command.SYNC))  # EOC or SYNC
         self.ins = ins  # the host instruction it came from
         self.index = index  # which of that instruction's columns
+        self.cfr = cfr  # CFR values (by Cfr id) when it was decoded; timing ignores them
 
     def clone(self) -> Request:
         """Return an independent copy (for splitting a group of channels)."""

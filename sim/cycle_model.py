@@ -181,6 +181,7 @@ class _Run:
         else:
             first_col = ins.start_col
         reader = kind == Kind.READ or info.blocking
+        cfr = tuple(self.cfr[c] for c in Cfr)
         ok = True
         targets = self._targets(ins.channels())
         final = int(info.final)
@@ -188,7 +189,7 @@ class _Run:
             col = first_col + i if first_col >= 0 else -1
             for ctl in targets:
                 req = Request(kind, final, bank, row, col, info.reg_mode, info.blocking,
-                              reader, ins, i, banks_per_group)
+                              reader, ins, i, banks_per_group, cfr)
                 ok &= self._send(ctl, req, k)
                 if info.blocking:
                     self.stalled += len(ctl.members)

@@ -22,15 +22,19 @@ Semantic decisions (written down in ``docs/numerics.md`` §5):
   (all lanes without a mask) of column ``col`` of the open row; then all banks close. With a
   one-lane mask it appends one token of a dimension-major Value cache (16 dimensions, one per
   bank) in a single command.
-* ``AF16`` needs row ``AF_ROW_BASE + AFM`` open in every bank; bank ``b`` evaluates its own
-  accumulator through the LUT stored in its own copy of that row. Unwritten LUT rows read as the
+* ``AF16`` needs one LUT row (``AF_ROW_BASE + afm``) open in every bank; bank ``b`` evaluates
+  its own accumulator through the LUT in its own copy of the open row. CFR AFM only tells
+  :meth:`FunctionalModel.run` (the controller) which row to open. Unwritten LUT rows read as the
   built-in table of :func:`patton.sim.datapath.af_lut`; ordinary writes may replace them.
 * Host writes (``WR``, ``WRA``, ``WRGB``, ``WRA16``, ``WRMAC16``) honour a 16-bit mask: bit ``i``
   enables lane ``i`` (for ``WRMAC16``: bank ``i``). Reads of unwritten memory return zeros.
 * ``RDMAC16`` reads the accumulators without clearing them (``WRMAC16`` re-initialises them).
+* ``ACT``/``ACT4``/``ACT16`` may target a bank that already has the same row open (a no-op for
+  that bank): the public simulator's controller issues ACT16 when only some banks are open on
+  the row. A bank open on another row must be precharged first.
 
-Invariants: a command that raises :class:`ProtocolError` leaves the whole model unchanged; no
-command allocates memory except a write to a row not yet written.
+Invariants: a command that raises :class:`ProtocolError` leaves the whole model unchanged; only
+a write that changes a never-written row allocates memory (32 KiB: the row in all 16 banks).
 """
 
 from __future__ import annotations
@@ -75,8 +79,8 @@ class ChannelState:
     """Architectural state of one channel.
 
     Invariants: ``open_rows[b]`` is ``-1`` (closed) or a legal row; ``mats[row]`` has shape
-    ``(banks, columns, lanes)`` and exists only for rows some command or :meth:`~FunctionalModel
-    .poke` wrote; ``acc`` never holds a binary32 subnormal.
+    ``(banks, columns, lanes)`` and exists only for rows that a command or
+    :meth:`FunctionalModel.poke` wrote; ``acc`` never holds a binary32 subnormal.
     """
 
     open_rows: np.ndarray  # (banks,) int64, open row per bank, -1 = closed
@@ -94,6 +98,17 @@ class ChannelState:
                    acc=np.zeros(device.banks, dtype=np.uint32),
                    af=np.zeros(device.banks, dtype=np.uint16),
                    cfr=dict(CFR_RESET))
+
+
+@dataclass(frozen=True, slots=True)
+class _Args:
+    """Arguments of one command, as :meth:`FunctionalModel.execute` received them."""
+
+    bank: int | None  # bank index (bank-level commands)
+    row: int | None  # row to open, or the row the caller expects open
+    col: int | None  # column
+    words: np.ndarray  # (lanes,) uint16 payload (zeros for commands without one)
+    lanes: np.ndarray  # (lanes,) bool, lanes the write mask enables
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +145,10 @@ class FunctionalModel:
         zeros.flags.writeable = False
         self._zeros = zeros
         self._luts: dict[int, np.ndarray] = {}
+        self._no_words = np.zeros(device.lanes, dtype=np.uint16)
+        self._no_words.flags.writeable = False
+        self._all_lanes = np.ones(device.lanes, dtype=bool)
+        self._all_lanes.flags.writeable = False
         self._handlers = {
             Command.ACT: self._act, Command.ACT4: self._act, Command.ACT16: self._act,
             Command.PRE: self._pre, Command.PRE4: self._pre, Command.PREA: self._pre,
@@ -170,14 +189,15 @@ class FunctionalModel:
                 model is unchanged.
         """
         st = self._channel(channel)
-        handler = self._handlers.get(command)
-        if handler is None:
-            raise ProtocolError(f"unknown command {command!r}")
+        try:
+            command = Command(command)
+        except ValueError:
+            raise ProtocolError(f"unknown command {command!r}") from None
         if command in _WRITES:
-            words = self._words(command, data)
-            lanes = self._mask(command, mask)
-            return handler(st, command, bank, row, col, words, lanes)
-        return handler(st, command, bank, row, col, None, None)
+            words, lanes = self._words(command, data), self._mask(command, mask)
+        else:
+            words, lanes = self._no_words, self._all_lanes
+        return self._handlers[command](st, command, _Args(bank, row, col, words, lanes))
 
     def run(self, instructions: Iterable[Instruction]) -> list[Readout]:
         """Execute host instructions, opening and closing rows as a controller would.
@@ -185,9 +205,10 @@ class FunctionalModel:
         Each AiM instruction unrolls into its final DRAM command once per column
         (``start_col .. start_col + columns - 1``), columns outer and channels inner, in the
         order :meth:`Instruction.channels` gives. Before a single-bank access the bank is
-        precharged if another row is open and activated; before an all-bank access every bank
-        is precharged (PREA) and activated (ACT16) unless the row is already open in all of
-        them. ``MAC`` with BROADCAST = 1 opens the row in the partner bank too.
+        precharged if another row is open and activated; before an all-bank access, PREA if
+        any bank has another row open, then ACT16 if any bank is closed (the public
+        simulator's prerequisites). ``MAC`` with BROADCAST = 1 opens the row in the partner
+        bank too.
 
         Payloads: a write takes ``Instruction.data`` (16 words per column; ``opsize`` columns
         for WR_GB), else GPR ``gpr0 + i`` for its ``i``-th column (zeros for ``W MEM``). The same
@@ -251,7 +272,7 @@ class FunctionalModel:
         if col < 0 or col + w.shape[0] > self.device.columns:
             raise ProtocolError(f"poke columns {col}..{col + w.shape[0] - 1} outside "
                                 f"0..{self.device.columns - 1}")
-        self._write_block(st, row)[bank, col:col + w.shape[0]] = w
+        self._store(st, row, (bank, slice(col, col + w.shape[0])), w)
 
     def footprint(self) -> int:
         """Return the bytes held by allocated DRAM rows (all channels)."""
@@ -270,12 +291,11 @@ class FunctionalModel:
         return int(bank)
 
     def _check_row(self, row: int | None) -> int:
-        ok = isinstance(row, (int, np.integer)) and (
-            0 <= row < self.device.rows or AF_ROW_BASE <= row < AF_ROW_BASE + _AF_ROWS)
-        if not ok:
-            raise ProtocolError(f"row {row!r} outside 0..{self.device.rows - 1} and the LUT "
-                                f"rows {AF_ROW_BASE}..{AF_ROW_BASE + _AF_ROWS - 1}")
-        return int(row)  # type: ignore[arg-type]
+        if isinstance(row, (int, np.integer)) and (
+                0 <= row < self.device.rows or AF_ROW_BASE <= row < AF_ROW_BASE + _AF_ROWS):
+            return int(row)
+        raise ProtocolError(f"row {row!r} outside 0..{self.device.rows - 1} and the LUT "
+                            f"rows {AF_ROW_BASE}..{AF_ROW_BASE + _AF_ROWS - 1}")
 
     def _check_col(self, col: int | None, limit: int | None = None) -> int:
         limit = min(self.device.columns, self.device.gb_columns) if limit is None else limit
@@ -327,7 +347,7 @@ class FunctionalModel:
     def _mask(self, command: Command, mask: int | None) -> np.ndarray:
         lanes = self.device.lanes
         if mask is None:
-            return np.ones(lanes, dtype=bool)
+            return self._all_lanes
         if not isinstance(mask, (int, np.integer)) or not 0 <= mask < 1 << lanes:
             raise ProtocolError(f"{command.name} mask {mask!r} is not a {lanes}-bit mask")
         return (int(mask) >> np.arange(lanes)) & 1 == 1
@@ -355,75 +375,80 @@ class FunctionalModel:
         block = st.mats.get(row)
         return self._default(row) if block is None else block
 
-    def _write_block(self, st: ChannelState, row: int) -> np.ndarray:
-        """Return all banks of ``row`` for writing, allocating it on first write."""
+    def _store(self, st: ChannelState, row: int, index: tuple, values: np.ndarray) -> None:
+        """Write ``values`` to ``block[index]`` of ``row``, allocating the row on first write.
+
+        A write that leaves a never-written row as it was (e.g. zeros) allocates nothing.
+        """
         block = st.mats.get(row)
         if block is None:
-            block = self._default(row).copy()
+            default = self._default(row)
+            if (default[index] == values).all():
+                return
+            block = default.copy()
             st.mats[row] = block
-        return block
+        block[index] = values
 
     # ----------------------------------------------------------------------- command handlers
-    # Signature: (state, command, bank, row, col, words, lane_mask) -> result. Each validates
-    # everything before the first mutation.
+    # Each handler validates everything it needs before its first mutation.
 
     def _group(self, bank: int) -> slice:
         per = self.device.banks_per_group
         start = bank // per * per
         return slice(start, start + per)
 
-    def _act(self, st: ChannelState, cmd: Command, bank, row, col, words, lanes) -> None:
-        row = self._check_row(row)
+    def _act(self, st: ChannelState, cmd: Command, a: _Args) -> None:
+        row = self._check_row(a.row)
+        targets: slice | int
         if cmd is Command.ACT16:
-            targets: slice | int = slice(None)
+            targets = slice(None)
         elif cmd is Command.ACT4:
-            targets = self._group(self._check_bank(bank))
+            targets = self._group(self._check_bank(a.bank))
         else:
-            targets = self._check_bank(bank)
-        busy = np.atleast_1d(st.open_rows[targets]) != _CLOSED
-        if busy.any():
-            raise ProtocolError(f"{cmd.name} row {row}: a target bank already has a row open "
+            targets = self._check_bank(a.bank)
+        current = np.atleast_1d(st.open_rows[targets])
+        if ((current != _CLOSED) & (current != row)).any():
+            raise ProtocolError(f"{cmd.name} row {row}: a target bank has another row open "
                                 f"(open rows {st.open_rows.tolist()}); precharge first")
         st.open_rows[targets] = row
 
-    def _pre(self, st: ChannelState, cmd: Command, bank, row, col, words, lanes) -> None:
+    def _pre(self, st: ChannelState, cmd: Command, a: _Args) -> None:
         if cmd is Command.PREA:
             st.open_rows[:] = _CLOSED
         elif cmd is Command.PRE4:
-            st.open_rows[self._group(self._check_bank(bank))] = _CLOSED
+            st.open_rows[self._group(self._check_bank(a.bank))] = _CLOSED
         else:
-            st.open_rows[self._check_bank(bank)] = _CLOSED
+            st.open_rows[self._check_bank(a.bank)] = _CLOSED
 
-    def _ref(self, st: ChannelState, cmd: Command, bank, row, col, words, lanes) -> None:
-        targets = slice(None) if cmd is Command.REFab else self._check_bank(bank)
+    def _ref(self, st: ChannelState, cmd: Command, a: _Args) -> None:
+        targets = slice(None) if cmd is Command.REFab else self._check_bank(a.bank)
         if (np.atleast_1d(st.open_rows[targets]) != _CLOSED).any():
             raise ProtocolError(f"{cmd.name} needs its banks precharged")
 
-    def _nop(self, st: ChannelState, cmd: Command, bank, row, col, words, lanes) -> None:
+    def _nop(self, st: ChannelState, cmd: Command, a: _Args) -> None:
         return None
 
-    def _rd(self, st: ChannelState, cmd: Command, bank, row, col, words, lanes) -> np.ndarray:
-        bank = self._check_bank(bank)
-        col = self._check_col(col, self.device.columns)
-        row = self._open(st, cmd, bank, row)
+    def _rd(self, st: ChannelState, cmd: Command, a: _Args) -> np.ndarray:
+        bank = self._check_bank(a.bank)
+        col = self._check_col(a.col, self.device.columns)
+        row = self._open(st, cmd, bank, a.row)
         data = self._read_block(st, row)[bank, col].copy()
         if cmd is Command.RDA:
             st.open_rows[bank] = _CLOSED
         return data
 
-    def _wr(self, st: ChannelState, cmd: Command, bank, row, col, words, lanes) -> None:
-        bank = self._check_bank(bank)
-        col = self._check_col(col, self.device.columns)
-        row = self._open(st, cmd, bank, row)
-        target = self._write_block(st, row)[bank, col]
-        target[lanes] = words[lanes]
+    def _wr(self, st: ChannelState, cmd: Command, a: _Args) -> None:
+        bank = self._check_bank(a.bank)
+        col = self._check_col(a.col, self.device.columns)
+        row = self._open(st, cmd, bank, a.row)
+        self._store(st, row, (bank, col, a.lanes), a.words[a.lanes])
         if cmd is Command.WRA:
             st.open_rows[bank] = _CLOSED
 
-    def _mac(self, st: ChannelState, cmd: Command, bank, row, col, words, lanes) -> None:
-        bank = self._check_bank(bank)
-        col = self._check_col(col)
-        row = self._open(st, cmd, bank, row)
+    def _mac(self, st: ChannelState, cmd: Command, a: _Args) -> None:
+        bank = self._check_bank(a.bank)
+        col = self._check_col(a.col)
+        row = self._open(st, cmd, bank, a.row)
         block = self._read_block(st, row)
         if st.cfr[Cfr.BROADCAST]:
             partner = bank ^ 1
@@ -433,73 +458,96 @@ class FunctionalModel:
             vector = st.gb[col]
         st.acc[bank] = dp.mac(st.acc[bank], block[bank, col], vector)
 
-    def _mac16(self, st: ChannelState, cmd: Command, bank, row, col, words, lanes) -> None:
-        col = self._check_col(col)
-        row = self._all_open(st, cmd, row)
-        block = self._read_block(st, row)
-        if st.cfr[Cfr.BROADCAST]:
-            st.acc[0::2] = dp.mac(st.acc[0::2], block[0::2, col], block[1::2, col])
-        else:
-            vector = np.broadcast_to(st.gb[col], block[:, col].shape)
-            st.acc[:] = dp.mac(st.acc, block[:, col], vector)
+    def _mac16(self, st: ChannelState, cmd: Command, a: _Args) -> None:
+        col = self._check_col(a.col)
+        row = self._all_open(st, cmd, a.row)
+        self._mac_columns([st], row, slice(col, col + 1))
 
-    def _ewmul16(self, st: ChannelState, cmd: Command, bank, row, col, words, lanes) -> None:
-        col = self._check_col(col, self.device.columns)
-        row = self._all_open(st, cmd, row)
+    def _mac_columns(self, states: list[ChannelState], row: int, cols: slice) -> None:
+        """Apply MAC16 for each column of ``cols`` in turn, in every channel of ``states``.
+
+        The caller has checked that ``row`` is open in all banks of these channels. Channels
+        are independent, so one vectorised MAC per column serves all of them.
+        """
+        for neighbour in (False, True):
+            group = [st for st in states if bool(st.cfr[Cfr.BROADCAST]) is neighbour]
+            if not group:
+                continue
+            blocks = np.stack([self._read_block(st, row)[:, cols] for st in group])
+            if neighbour:  # even banks take the vector from their odd partner
+                acc = np.stack([st.acc[0::2] for st in group])
+                new = dp.accumulate(acc, blocks[:, 0::2], blocks[:, 1::2])
+                for st, value in zip(group, new):
+                    st.acc[0::2] = value
+            else:
+                vectors = np.stack([st.gb[cols] for st in group])[:, None]
+                acc = np.stack([st.acc for st in group])
+                new = dp.accumulate(acc, blocks, np.broadcast_to(vectors, blocks.shape))
+                for st, value in zip(group, new):
+                    st.acc[:] = value
+
+    def _ewmul16(self, st: ChannelState, cmd: Command, a: _Args) -> None:
+        col = self._check_col(a.col, self.device.columns)
+        row = self._all_open(st, cmd, a.row)
+        self._ewmul_columns(st, row, slice(col, col + 1))
+
+    def _ewmul_columns(self, st: ChannelState, row: int, cols: slice) -> None:
+        """Apply EWMUL16 to every column of ``cols`` (columns are independent).
+
+        The caller has checked that ``row`` is open in all banks.
+        """
         per = self.device.banks_per_group
         if per < 3:
             raise ProtocolError("EWMUL16 needs at least 3 banks per bank group")
-        groups = self.device.bankgroups if st.cfr[Cfr.EWMUL_BG] else 1
-        stop = groups * per
+        stop = (self.device.bankgroups if st.cfr[Cfr.EWMUL_BG] else 1) * per
         block = self._read_block(st, row)
-        product = dp.mul(block[0:stop:per, col], block[1:stop:per, col])
-        self._write_block(st, row)[2:stop:per, col] = product
+        product = dp.mul(block[0:stop:per, cols], block[1:stop:per, cols])
+        self._store(st, row, (slice(2, stop, per), cols), product)
 
-    def _af16(self, st: ChannelState, cmd: Command, bank, row, col, words, lanes) -> None:
-        lut_row = AF_ROW_BASE + st.cfr[Cfr.AFM]
-        if row is not None and row != lut_row:
-            raise ProtocolError(f"AF16 with AFM {st.cfr[Cfr.AFM]} uses row {lut_row}, not {row}")
-        self._all_open(st, cmd, lut_row)
-        block = self._read_block(st, lut_row)  # validates the row size
+    def _af16(self, st: ChannelState, cmd: Command, a: _Args) -> None:
+        row = self._all_open(st, cmd, a.row)
+        if row < AF_ROW_BASE:
+            raise ProtocolError(f"AF16 needs a LUT row ({AF_ROW_BASE} + AFM) open, not {row}")
+        block = self._read_block(st, row)  # raises if a row cannot hold a LUT
         st.af[:] = dp.af(st.acc, block.reshape(self.device.banks, -1))
 
-    def _rdcp(self, st: ChannelState, cmd: Command, bank, row, col, words, lanes) -> None:
-        bank = self._check_bank(bank)
-        col = self._check_col(col)
-        row = self._open(st, cmd, bank, row)
+    def _rdcp(self, st: ChannelState, cmd: Command, a: _Args) -> None:
+        bank = self._check_bank(a.bank)
+        col = self._check_col(a.col)
+        row = self._open(st, cmd, bank, a.row)
         st.gb[col] = self._read_block(st, row)[bank, col]
 
-    def _wrcp(self, st: ChannelState, cmd: Command, bank, row, col, words, lanes) -> None:
-        bank = self._check_bank(bank)
-        col = self._check_col(col)
-        row = self._open(st, cmd, bank, row)
-        self._write_block(st, row)[bank, col] = st.gb[col]
+    def _wrcp(self, st: ChannelState, cmd: Command, a: _Args) -> None:
+        bank = self._check_bank(a.bank)
+        col = self._check_col(a.col)
+        row = self._open(st, cmd, bank, a.row)
+        self._store(st, row, (bank, col), st.gb[col].copy())
 
-    def _wrgb(self, st: ChannelState, cmd: Command, bank, row, col, words, lanes) -> None:
-        col = self._check_col(col, self.device.gb_columns)
-        st.gb[col, lanes] = words[lanes]
+    def _wrgb(self, st: ChannelState, cmd: Command, a: _Args) -> None:
+        col = self._check_col(a.col, self.device.gb_columns)
+        st.gb[col, a.lanes] = a.words[a.lanes]
 
-    def _wrmac16(self, st: ChannelState, cmd: Command, bank, row, col, words, lanes) -> None:
-        if self.device.banks != self.device.lanes:
-            raise ProtocolError("WRMAC16 needs one payload word per bank")
-        st.acc[lanes] = dp.bias(words[lanes])
+    def _wrmac16(self, st: ChannelState, cmd: Command, a: _Args) -> None:
+        self._per_bank(cmd)
+        st.acc[a.lanes] = dp.bias(a.words[a.lanes])
 
-    def _rdmac16(self, st: ChannelState, cmd: Command, bank, row, col, words,
-                 lanes) -> np.ndarray:
+    def _rdmac16(self, st: ChannelState, cmd: Command, a: _Args) -> np.ndarray:
         return dp.readout(st.acc)
 
-    def _rdaf16(self, st: ChannelState, cmd: Command, bank, row, col, words,
-                lanes) -> np.ndarray:
+    def _rdaf16(self, st: ChannelState, cmd: Command, a: _Args) -> np.ndarray:
         return st.af.copy()
 
-    def _wra16(self, st: ChannelState, cmd: Command, bank, row, col, words, lanes) -> None:
-        if self.device.banks != self.device.lanes:
-            raise ProtocolError("WRA16 needs one payload word per bank")
-        col = self._check_col(col, self.device.columns)
-        row = self._all_open(st, cmd, row)
-        target = self._write_block(st, row)[:, col]  # (banks, lanes) view
-        target[:, lanes] = words[:, None]
+    def _wra16(self, st: ChannelState, cmd: Command, a: _Args) -> None:
+        self._per_bank(cmd)
+        col = self._check_col(a.col, self.device.columns)
+        row = self._all_open(st, cmd, a.row)
+        self._store(st, row, (slice(None), col, a.lanes), a.words[:, None])
         st.open_rows[:] = _CLOSED
+
+    def _per_bank(self, cmd: Command) -> None:
+        """Raise unless a 16-word payload can carry one word per bank."""
+        if self.device.banks != self.device.lanes:
+            raise ProtocolError(f"{cmd.name} needs one payload word per bank")
 
     # ----------------------------------------------------------------------- instructions
 
@@ -562,6 +610,10 @@ class FunctionalModel:
         if op in (Opcode.RD_MEM, Opcode.WR_MEM) and inst.channel is None:
             raise ProtocolError(f"{op.value} needs a channel index")
         channels = inst.channels()
+        if not channels:
+            raise ProtocolError(f"{op.value} names no channel")
+        if op.info.one_channel and len(channels) != 1:
+            raise ProtocolError(f"{op.value} must name exactly one channel, got {channels}")
         states = {c: self._channel(c) for c in channels}
         first, count = inst.start_col, inst.columns
         needs_col = COMMAND_SCOPE[final] == Scope.COLUMN or final in _COLUMN_ALL
@@ -574,14 +626,25 @@ class FunctionalModel:
             self._check_bank(inst.bank)
         if final in _BANK_ACCESS or final in _ALL_ACCESS - {Command.AF16}:
             self._check_row(inst.row)
-        if final in (Command.WRA16, Command.WRMAC16) and self.device.banks != self.device.lanes:
-            raise ProtocolError(f"{final.name} needs one payload word per bank")
-        payload = self._payload(inst, count) if final in _WRITES else None
+        if final in (Command.WRA16, Command.WRMAC16):
+            self._per_bank(final)
+        payload = None
         if final in _WRITES:
+            payload = self._payload(inst, count)
             self._mask(final, inst.mask)
         if final is Command.AF16:  # resolve the LUT row before anything happens
             for st in states.values():
                 self._default(AF_ROW_BASE + st.cfr[Cfr.AFM])
+        if final is Command.MAC16:  # all channels and columns in one vectorised pass
+            for c in channels:
+                self._prepare(c, states[c], final, None, inst.row)
+            self._mac_columns(list(states.values()), inst.row, slice(first, first + count))
+            return
+        if final is Command.EWMUL16:  # columns are independent: one pass per channel
+            for c in channels:
+                self._prepare(c, states[c], final, None, inst.row)
+                self._ewmul_columns(states[c], inst.row, slice(first, first + count))
+            return
         ranks = {c: k for k, c in enumerate(sorted(channels))}
         for i in range(count):
             col = first + i
@@ -600,12 +663,11 @@ class FunctionalModel:
     def _prepare(self, channel: int, st: ChannelState, final: Command, bank: int | None,
                  row: int | None) -> None:
         """Issue the precharges and activations ``final`` needs (the controller's prereqs)."""
-        if final in _ALL_ACCESS:
-            if (st.open_rows == row).all():
-                return
-            if (st.open_rows != _CLOSED).any():
+        if final in _ALL_ACCESS:  # the public simulator's RequireAllRowsOpen
+            if ((st.open_rows != _CLOSED) & (st.open_rows != row)).any():
                 self.execute(channel, Command.PREA)
-            self.execute(channel, Command.ACT16, row=row)
+            if (st.open_rows == _CLOSED).any():
+                self.execute(channel, Command.ACT16, row=row)
         elif final in _BANK_ACCESS:
             assert bank is not None
             banks = [bank]

@@ -27,8 +27,10 @@ def random_program(rng: np.random.Generator, length: int, device: Device = DEVIC
 
     Rows are drawn from ``rows`` values so that row hits, conflicts and re-activations all
     happen; opsizes go up to a full row so that controller buffers overflow; conventional
-    reads and writes are mixed in so that the two request classes contend. With ``data``,
-    writes carry random bfloat16 payloads and lane masks.
+    reads and writes are mixed in so that the two request classes contend; CFR writes change
+    the AF mode, the EWMUL bank groups and (around single MAC_ABKs only: the controller does not
+    open a MAC_SBK's partner bank) the MAC vector source. With ``data``, writes carry random
+    bfloat16 payloads.
     """
     used = list(range(channels))
     program: list[Instruction] = []
@@ -59,6 +61,10 @@ def random_program(rng: np.random.Generator, length: int, device: Device = DEVIC
             size, start = cols()
             ins = Instruction(Opcode.MAC_ABK, opsize=size, channel_mask=_mask(rng, some()),
                               row=row, col=start)
+            if rng.random() < 0.3:  # vector from the partner bank instead of the GB
+                program.append(Instruction(Opcode.WR_CFR, cfr=int(Cfr.BROADCAST), value=1))
+                program.append(ins)
+                ins = Instruction(Opcode.WR_CFR, cfr=int(Cfr.BROADCAST), value=0)
         elif kind == "mac_sbk":
             size, start = cols()
             ins = Instruction(Opcode.MAC_SBK, opsize=size, channel_mask=_mask(rng, some()),
@@ -100,7 +106,11 @@ def random_program(rng: np.random.Generator, length: int, device: Device = DEVIC
         elif kind == "sync":
             ins = Instruction(Opcode.SYNC)
         elif kind == "cfr":
-            ins = Instruction(Opcode.WR_CFR, cfr=int(Cfr.AFM), value=int(rng.integers(8)))
+            if rng.random() < 0.5:
+                ins = Instruction(Opcode.WR_CFR, cfr=int(Cfr.AFM), value=int(rng.integers(8)))
+            else:
+                ins = Instruction(Opcode.WR_CFR, cfr=int(Cfr.EWMUL_BG),
+                                  value=int(rng.integers(2)))
         else:
             ins = Instruction(Opcode.WR_GPR, gpr=int(rng.integers(8)))
         program.append(ins)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .functional import FunctionalModel
-from .isa import Command
+from .isa import Cfr, Command
 from .schedule import TimedCommand
 
 __all__ = ["Returned", "replay"]
@@ -31,11 +31,18 @@ class Returned:
 
 
 def replay(schedule: Iterable[TimedCommand], model: FunctionalModel) -> list[Returned]:
-    """Execute ``schedule`` in cycle order on ``model``; return what each read returned."""
+    """Execute ``schedule`` in cycle order on ``model``; return what each read returned.
+
+    Configuration registers are set, per channel, to the values each command's instruction was
+    decoded under (``W CFR`` lines put nothing on the bus).
+    """
     out: list[Returned] = []
     for cmd in sorted(schedule, key=lambda c: (c.cycle, c.channel)):
         if cmd.command == Command.TMOD:
             continue
+        for cfr, value in zip(Cfr, cmd.cfr):  # W CFR lines have no bus command
+            if model.channels[cmd.channel].cfr[cfr] != value:
+                model.set_cfr(cfr, value, [cmd.channel])
         data = cmd.payload
         value = model.execute(cmd.channel, cmd.command,
                               bank=cmd.bank if cmd.bank >= 0 else None,

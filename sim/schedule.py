@@ -80,6 +80,11 @@ class TimedCommand:
         return words[req.index * lanes:(req.index + 1) * lanes]
 
     @property
+    def cfr(self) -> tuple[int, ...]:
+        """The configuration registers (by ``Cfr`` id) its instruction was decoded under."""
+        return () if self.request is None else self.request.cfr
+
+    @property
     def mask(self) -> int | None:
         """The lane mask of the write, if its instruction carried one."""
         req = self.request

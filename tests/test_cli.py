@@ -52,3 +52,12 @@ def test_console_script_is_installed():
 def test_usage_errors(args):
     with pytest.raises(SystemExit):
         main(args)
+
+
+def test_demo_passes_and_writes_its_files(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["demo", "--rows", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "PASS" in out and "0 timing violations" in out
+    assert (tmp_path / "build/demo/gemv.trace").exists()
+    assert (tmp_path / "build/demo/gemv.schedule").stat().st_size > 0
