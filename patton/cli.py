@@ -25,11 +25,14 @@ from patton.sim.energy import energy
 
 def _aim_run(args: argparse.Namespace) -> int:
     program = trace.read(args.trace)
+    show = args.progress or sys.stderr.isatty()
     model = CycleModel(record=args.schedule is not None, group=not args.no_group,
-                       skip=not args.per_cycle)
+                       skip=not args.per_cycle, progress=_progress if show else None)
     start = time.perf_counter()
     result = model.run(program)
     seconds = time.perf_counter() - start
+    if show and seconds > 1.0:
+        print(file=sys.stderr)
     e = energy(result.command_counts, result.bank_state_cycles, result.cycles,
                standby=args.standby)
     if args.schedule is not None:
@@ -64,6 +67,11 @@ def _aim_run(args: argparse.Namespace) -> int:
     if args.schedule is not None:
         print(f"schedule   {args.schedule}")
     return 0
+
+
+def _progress(done: int, total: int, cycle: int) -> None:
+    print(f"\r  {done:,}/{total:,} instructions retired, cycle {cycle:,}", end="",
+          file=sys.stderr, flush=True)
 
 
 def _aim_check(args: argparse.Namespace) -> int:
@@ -107,6 +115,8 @@ def parser() -> argparse.ArgumentParser:
                      help="simulate every channel separately (slower, same result)")
     run.add_argument("--per-cycle", action="store_true",
                      help="tick every controller every cycle (slower, same result)")
+    run.add_argument("--progress", action="store_true",
+                     help="report progress on stderr (default when stderr is a terminal)")
     run.set_defaults(func=_aim_run)
     chk = aim.add_parser("check", help="verify a timed command schedule")
     chk.add_argument("schedule", help="schedule file: 'cycle channel command [bank row col]'")

@@ -26,8 +26,9 @@ cycle-by-cycle simulation:
 
 from __future__ import annotations
 
+import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from .controller import NEVER, ChannelController, Kind, Request
@@ -66,17 +67,21 @@ class CycleModel:
         device: organisation.
         timing: timing table.
         record: keep the timed command schedule (``RunResult.schedule``).
+        progress: called about once a second of wall time with (instructions retired,
+            instructions in the program, current cycle), for long runs.
         skip: skip quiet cycles (exact; off = tick every controller every cycle).
         group: simulate identical channels once (exact; off = one controller per channel).
     """
 
     def __init__(self, device: Device = DEVICE, timing: TimingTable = TIMING, *,
-                 record: bool = False, skip: bool = True, group: bool = True) -> None:
+                 record: bool = False, skip: bool = True, group: bool = True,
+                 progress: Callable[[int, int, int], None] | None = None) -> None:
         self.device = device
         self.timing = timing
         self.record = record
         self.skip = skip
         self.group = group
+        self.progress = progress  # called about once a second: (done, instructions, cycle)
 
     def run(self, program: Iterable[Instruction]) -> RunResult:
         """Simulate a program that ends with EOC and return cycles, counts and schedule."""
@@ -232,8 +237,16 @@ class _Run:
     def _simulate(self) -> int:
         skip = self.model.skip
         receive = self._receive
+        progress = self.model.progress
+        total = len(self.queue)
+        next_report = time.perf_counter() + 1.0
         k = 0
+        loops = 0
         while True:
+            loops += 1
+            if progress is not None and loops & 0xFFF == 0 and time.perf_counter() > next_report:
+                progress(total - len(self.queue), total, k)
+                next_report = time.perf_counter() + 1.0
             self.progress = False
             self._dma(k)
             clk = k + 1
