@@ -122,6 +122,9 @@ def parser() -> argparse.ArgumentParser:
     chk.add_argument("schedule", help="schedule file: 'cycle channel command [bank row col]'")
     chk.add_argument("--json", action="store_true", help="print one JSON object")
     chk.set_defaults(func=_aim_check)
+    from patton.hw import cli as hw_cli
+
+    hw_cli.add_parser(sub)
     demo = sub.add_parser("demo", help="GEMV on the device model, checked against NumPy")
     demo.add_argument("--rows", type=int, default=64, help="matrix rows per bank (default 64)")
     demo.add_argument("--seed", type=int, default=0)

@@ -1,0 +1,107 @@
+"""Shapes of the RTL channel's ports: the command opcode, command, read data and violations.
+
+The opcode enum is built from :class:`patton.sim.isa.Command` (same names, same values), so the
+RTL decodes exactly the ISA the models use.
+"""
+
+from __future__ import annotations
+
+import types
+
+from amaranth.hdl import unsigned
+from amaranth.lib import data, enum
+
+from ..sim.isa import Command
+from ..sim.timing import TIMING
+from .params import ChannelParams
+
+__all__ = [
+    "Opcode", "ProtocolCode", "IMPLEMENTED", "REJECTED", "REG_MODE", "BANK_ROW", "ALL_ROWS",
+    "BANKED", "BANK_BITS", "ROW_BITS", "COL_BITS", "RULE_BITS", "RULES",
+    "command_layout", "read_layout", "violation_layout",
+]
+
+
+def _members(namespace: dict) -> None:
+    for command in Command:
+        namespace[command.name] = command.value
+
+
+#: Command ids on the command port: :class:`patton.sim.isa.Command`, as an Amaranth enum.
+Opcode = types.new_class("Opcode", (enum.Enum,), {"shape": 5}, _members)
+Opcode.__doc__ = "Command id on the command port (the values of ``patton.sim.isa.Command``)."
+Opcode.__module__ = __name__
+
+#: Commands this version executes.
+IMPLEMENTED = frozenset({
+    Command.ACT, Command.ACT16, Command.PRE, Command.PREA, Command.RD, Command.WR,
+    Command.MAC, Command.MAC16, Command.RDCP, Command.WRCP, Command.WRGB, Command.WRMAC16,
+    Command.RDMAC16, Command.WRA16, Command.TMOD,
+})
+#: Commands rejected with a protocol error (everything else in the ISA).
+REJECTED = frozenset(Command) - IMPLEMENTED
+#: Commands that need the register mode TMOD toggles; all others need normal mode.
+REG_MODE = frozenset({Command.WRGB, Command.WRMAC16, Command.RDMAC16, Command.RDAF16})
+#: Single-bank column commands: the bank must be open, on the row the command names.
+BANK_ROW = frozenset({Command.RD, Command.WR, Command.MAC, Command.RDCP, Command.WRCP})
+#: All-bank column commands: every bank must be open on the row the command names.
+ALL_ROWS = frozenset({Command.MAC16, Command.WRA16})
+#: Commands that address one bank (timing rules of the bank group and bank levels apply).
+BANKED = frozenset({Command.ACT, Command.PRE}) | BANK_ROW
+
+#: Widths of the command port's address fields. They are wider than any legal address, so that
+#: out-of-range addresses reach the checker instead of wrapping.
+BANK_BITS = 5
+ROW_BITS = 16
+COL_BITS = 8
+#: Timing rules of the table (rule ``i`` is bit ``i`` of a violation's rule mask).
+RULES = len(TIMING.rules)
+RULE_BITS = max(1, (RULES - 1).bit_length())
+
+
+class ProtocolCode(enum.Enum, shape=4):
+    """Why a command was refused (the command is then not executed)."""
+
+    NONE = 0
+    REJECTED = 1  # not implemented in this version (EWMUL16, AF16, RDAF16, RDA, ...)
+    MODE = 2  # wrong register mode (TMOD toggles it)
+    RANGE = 3  # bank, row or column out of range
+    BANK_OPEN = 4  # ACT to an open bank
+    ROW_CONFLICT = 5  # ACT16 while a bank has another row open
+    BANK_CLOSED = 6  # column command to a closed bank
+    WRONG_ROW = 7  # column command to a row other than the open one
+    NOT_ALL_OPEN = 8  # all-bank command without the same row open in all banks
+
+
+def command_layout(params: ChannelParams) -> data.StructLayout:
+    """Return the layout of one command on the command port."""
+    return data.StructLayout({
+        "valid": unsigned(1),  # a command is issued this cycle
+        "command": Opcode,  # which one
+        "bank": unsigned(BANK_BITS),  # bank (single-bank commands)
+        "row": unsigned(ROW_BITS),  # row (ACT, ACT16, and the row a column command expects)
+        "col": unsigned(COL_BITS),  # column (column commands, WRGB, MAC16, WRA16)
+        "data": unsigned(params.width),  # write data, lane i in bits [16i+15:16i]
+        "mask": unsigned(params.lanes),  # write lane mask (WRMAC16, WRA16: bank mask)
+    })
+
+
+def read_layout(params: ChannelParams) -> data.StructLayout:
+    """Return the layout of the read-data output."""
+    return data.StructLayout({
+        "valid": unsigned(1),  # data returns this cycle
+        "command": Opcode,  # the command that read it (RD or RDMAC16)
+        "data": unsigned(params.width),  # 16 bfloat16 lanes
+    })
+
+
+def violation_layout() -> data.StructLayout:
+    """Return the layout of the violation output."""
+    return data.StructLayout({
+        "valid": unsigned(1),  # the command on the port this cycle violates something
+        "timing": unsigned(1),  # it breaks at least one timing rule
+        "protocol": ProtocolCode,  # why it was refused (NONE: executed)
+        "command": Opcode,  # the offending command
+        "rule": unsigned(RULE_BITS),  # lowest violated timing rule id
+        "rules": unsigned(RULES),  # every violated timing rule (bit i = rule i)
+    })

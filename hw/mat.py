@@ -1,0 +1,152 @@
+"""The DRAM mat of one bank: a behavioural Verilog macro, or a small Amaranth stand-in.
+
+Large arrays do not belong in Amaranth ``Memory`` (its Verilog back end emits every initial
+bit), so the generated channel instantiates the macro :data:`MAT_MODULE` as a black box and
+:func:`mat_verilog` gives its text. The stand-in (``blackbox=False``) is a ``lib.memory.Memory``
+with the same ports and behaviour, for ``amaranth.sim`` tests at a tiny depth.
+
+Behaviour of both: one write port and one read port, both addressed by (row, column). A write
+stores the lanes its mask enables at the clock edge. The read port is synchronous: the data of
+the address presented in one cycle appears in the next, and a write to the same address at
+the same edge is visible in it (write-first). Never-written words read as zero.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import ClockSignal, Instance, Module, Mux, unsigned
+from amaranth.lib import memory, wiring
+from amaranth.lib.wiring import In, Out
+
+from .params import ChannelParams
+
+__all__ = ["Mat", "MAT_MODULE", "mat_verilog"]
+
+#: Verilog module name of the mat macro.
+MAT_MODULE = "patton_mat"
+
+
+class Mat(wiring.Component):
+    """DRAM mat of one bank.
+
+    Parameters
+    ----------
+    params : ChannelParams
+        Organisation (rows, columns, lanes).
+    blackbox : bool
+        Instantiate the Verilog macro (for generated Verilog) instead of the stand-in.
+
+    Members
+    -------
+    rd_row, rd_col : In
+        Read address; the data appears on ``rd_data`` in the next cycle.
+    rd_data : Out
+        Read data, lane ``i`` in bits ``[16i+15:16i]``.
+    wr_en : In
+        Write this cycle.
+    wr_row, wr_col, wr_data, wr_mask : In
+        Write address, data and lane mask.
+    """
+
+    def __init__(self, params: ChannelParams, *, blackbox: bool = False) -> None:
+        if not isinstance(params, ChannelParams):
+            raise TypeError(f"params must be a ChannelParams, not {params!r}")
+        self._params = params
+        self._blackbox = bool(blackbox)
+        super().__init__({
+            "rd_row": In(params.row_bits), "rd_col": In(params.col_bits),
+            "rd_data": Out(params.width),
+            "wr_en": In(1), "wr_row": In(params.row_bits), "wr_col": In(params.col_bits),
+            "wr_data": In(params.width), "wr_mask": In(params.lanes),
+        })
+
+    @property
+    def params(self) -> ChannelParams:
+        """Organisation the mat is built for."""
+        return self._params
+
+    @property
+    def blackbox(self) -> bool:
+        """Whether the Verilog macro is instantiated."""
+        return self._blackbox
+
+    def elaborate(self, platform):
+        m = Module()
+        p = self._params
+        if self._blackbox:
+            m.submodules.macro = Instance(
+                MAT_MODULE,
+                p_ROWS=p.rows, p_COLS=p.columns, p_LANES=p.lanes,
+                p_ROW_BITS=p.row_bits, p_COL_BITS=p.col_bits,
+                i_clk=ClockSignal(),
+                i_rd_row=self.rd_row, i_rd_col=self.rd_col, o_rd_data=self.rd_data,
+                i_wr_en=self.wr_en, i_wr_row=self.wr_row, i_wr_col=self.wr_col,
+                i_wr_data=self.wr_data, i_wr_mask=self.wr_mask)
+            return m
+        m.submodules.array = array = memory.Memory(
+            shape=unsigned(p.width), depth=p.rows * p.columns, init=[])
+        wp = array.write_port(granularity=16)
+        rp = array.read_port(transparent_for=(wp,))
+        m.d.comb += [
+            wp.addr.eq(self.wr_row * p.columns + self.wr_col),
+            wp.data.eq(self.wr_data),
+            wp.en.eq(Mux(self.wr_en, self.wr_mask, 0)),
+            rp.addr.eq(self.rd_row * p.columns + self.rd_col),
+            self.rd_data.eq(rp.data),
+        ]
+        return m
+
+
+_MAT_TEXT = """\
+// Behavioural DRAM mat of one AiM bank (PATTON testbench). Not synthesizable as a real
+// DRAM array; a simulation model with the ports the channel expects.
+// Synchronous write (per-lane mask) and synchronous, write-first read; reads of
+// never-written words return zero.
+module {name} #(
+    parameter ROWS = 4,
+    parameter COLS = 64,
+    parameter LANES = 16,
+    parameter ROW_BITS = 2,
+    parameter COL_BITS = 6
+) (
+    input  wire                  clk,
+    input  wire [ROW_BITS-1:0]   rd_row,
+    input  wire [COL_BITS-1:0]   rd_col,
+    output reg  [LANES*16-1:0]   rd_data,
+    input  wire                  wr_en,
+    input  wire [ROW_BITS-1:0]   wr_row,
+    input  wire [COL_BITS-1:0]   wr_col,
+    input  wire [LANES*16-1:0]   wr_data,
+    input  wire [LANES-1:0]      wr_mask
+);
+    localparam ADDR_BITS = ROW_BITS + COL_BITS;
+    localparam WORDS = ROWS * COLS;
+    localparam [ADDR_BITS-1:0] STRIDE = COLS[ADDR_BITS-1:0];
+    reg [LANES*16-1:0] words [0:WORDS-1];
+    wire [ADDR_BITS-1:0] rd_addr = {{{{COL_BITS{{1'b0}}}}, rd_row}} * STRIDE
+                                 + {{{{ROW_BITS{{1'b0}}}}, rd_col}};
+    wire [ADDR_BITS-1:0] wr_addr = {{{{COL_BITS{{1'b0}}}}, wr_row}} * STRIDE
+                                 + {{{{ROW_BITS{{1'b0}}}}, wr_col}};
+    integer i;
+    initial begin
+        for (i = 0; i < WORDS; i = i + 1) words[i] = {{(LANES*16){{1'b0}}}};
+        rd_data = {{(LANES*16){{1'b0}}}};
+    end
+    // Every right-hand side sees the values before the edge; the bypass makes the read
+    // write-first.
+    always @(posedge clk) begin
+        for (i = 0; i < LANES; i = i + 1) begin
+            if (wr_en && wr_mask[i] && wr_addr == rd_addr)
+                rd_data[16*i +: 16] <= wr_data[16*i +: 16];
+            else
+                rd_data[16*i +: 16] <= words[rd_addr][16*i +: 16];
+            if (wr_en && wr_mask[i])
+                words[wr_addr][16*i +: 16] <= wr_data[16*i +: 16];
+        end
+    end
+endmodule
+"""
+
+
+def mat_verilog(name: str = MAT_MODULE) -> str:
+    """Return the Verilog text of the mat macro."""
+    return _MAT_TEXT.format(name=name)

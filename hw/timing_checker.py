@@ -1,0 +1,155 @@
+"""Timing checker: flags every command issued before the timing table allows.
+
+The rules are generated from :data:`patton.sim.timing.TIMING` (``TIMING.before``), never copied
+by hand, and applied as the controller and :func:`patton.sim.check.verify` apply them: channel
+rules to every command; bank-group and bank rules to single-bank commands, at the command's
+bank group and bank; only the last issue of each preceding command counts.
+
+Time is the channel clock. Instead of storing the cycle of the last issue of each preceding
+command and subtracting it from a free-running counter, each (node, preceding command) pair
+keeps the number of cycles since that issue, saturating at the largest gap any rule asks for.
+That is the same difference without a wrap-around, and it starts saturated (never issued).
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Array, Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from ..sim.isa import Command, Scope
+from ..sim.timing import LEVELS, TIMING, TimingTable
+from .isa import BANK_BITS, BANKED, IMPLEMENTED, RULE_BITS, RULES, Opcode
+from .params import ChannelParams
+
+__all__ = ["TimingChecker", "checked_rules"]
+
+
+def checked_rules(timing: TimingTable = TIMING) -> dict[Scope, dict[Command, tuple]]:
+    """Return the checks the RTL makes: ``[level][following] -> ((rule, preceding, gap), ...)``.
+
+    Only implemented commands are checked, only implemented commands start a wait, and gaps
+    of at most one cycle are left out (one command per cycle meets them by construction).
+    Bank-group and bank rules are kept only for single-bank commands.
+    """
+    out: dict[Scope, dict[Command, tuple]] = {}
+    for level in LEVELS:
+        table: dict[Command, tuple] = {}
+        for following in sorted(IMPLEMENTED):
+            if level != Scope.CHANNEL and following not in BANKED:
+                continue
+            checks = tuple((rule, prev, gap) for rule, prev, gap in timing.before[level][following]
+                           if prev in IMPLEMENTED and gap > 1
+                           and (level == Scope.CHANNEL or prev in BANKED))
+            if checks:
+                table[following] = checks
+        out[level] = table
+    return out
+
+
+class TimingChecker(wiring.Component):
+    """Timing checker of one channel.
+
+    Parameters
+    ----------
+    params : ChannelParams
+        Organisation (banks, bank groups).
+    timing : TimingTable
+        The rules (the public simulator's table unless a test says otherwise).
+
+    Members
+    -------
+    valid, command, bank : In
+        The command on the bus this cycle (``bank`` is ignored for channel-scope commands).
+    violated : Out
+        Combinational: the command breaks at least one rule.
+    rule : Out
+        Combinational: the lowest id among the broken rules.
+    rules : Out
+        Combinational: bit ``i`` set when rule ``i`` is broken.
+    """
+
+    def __init__(self, params: ChannelParams, timing: TimingTable = TIMING) -> None:
+        if not isinstance(params, ChannelParams):
+            raise TypeError(f"params must be a ChannelParams, not {params!r}")
+        if not isinstance(timing, TimingTable):
+            raise TypeError(f"timing must be a TimingTable, not {timing!r}")
+        self._params = params
+        self._timing = timing
+        self._checks = checked_rules(timing)
+        super().__init__({
+            "valid": In(1), "command": In(Opcode), "bank": In(BANK_BITS),
+            "violated": Out(1), "rule": Out(RULE_BITS), "rules": Out(RULES),
+        })
+
+    @property
+    def params(self) -> ChannelParams:
+        """Organisation the checker is built for."""
+        return self._params
+
+    @property
+    def timing(self) -> TimingTable:
+        """Table the checks come from."""
+        return self._timing
+
+    @property
+    def checks(self) -> dict[Scope, dict[Command, tuple]]:
+        """The checks made, as :func:`checked_rules` returns them."""
+        return self._checks
+
+    def elaborate(self, platform):
+        m = Module()
+        p = self._params
+        gaps = [gap for table in self._checks.values() for checks in table.values()
+                for _, _, gap in checks]
+        saturate = max(gaps, default=1)
+        nodes = {Scope.CHANNEL: 1, Scope.BANKGROUP: p.bankgroups, Scope.BANK: p.banks}
+        in_range = Signal()
+        m.d.comb += in_range.eq(self.bank < p.banks)
+        index = {Scope.CHANNEL: 0, Scope.BANKGROUP: self.bank // p.banks_per_group,
+                 Scope.BANK: self.bank}
+        issued = {c: Signal(name=f"issued_{c.name}") for c in IMPLEMENTED}
+        for c, sig in issued.items():
+            m.d.comb += sig.eq(self.valid & (self.command == Opcode[c.name]))
+
+        # Cycles since the last issue of each preceding command, per node.
+        ages: dict[tuple[Scope, Command], Array] = {}
+        for level, table in self._checks.items():
+            for prev in sorted({prev for checks in table.values() for _, prev, _ in checks}):
+                regs = [Signal(range(saturate + 1), init=saturate,
+                               name=f"age_{level.name.lower()}{n}_{prev.name}")
+                        for n in range(nodes[level])]
+                for n, reg in enumerate(regs):
+                    hit = issued[prev]
+                    if level != Scope.CHANNEL:
+                        hit = hit & in_range & (index[level] == n)
+                    with m.If(hit):
+                        m.d.sync += reg.eq(1)
+                    with m.Elif(reg < saturate):
+                        m.d.sync += reg.eq(reg + 1)
+                ages[level, prev] = Array(regs)
+
+        broken = [Signal(name=f"rule{i}") for i in range(RULES)]
+        terms: dict[int, list] = {}
+        for level, table in self._checks.items():
+            for following, checks in table.items():
+                for rule, prev, gap in checks:
+                    age = ages[level, prev][index[level]] if level != Scope.CHANNEL \
+                        else ages[level, prev][0]
+                    cond = issued[following] & (age < gap)
+                    if level != Scope.CHANNEL:
+                        cond = cond & in_range
+                    terms.setdefault(rule, []).append(cond)
+        for rule, conds in terms.items():
+            any_cond = conds[0]
+            for cond in conds[1:]:
+                any_cond = any_cond | cond
+            m.d.comb += broken[rule].eq(any_cond)
+        for i, sig in enumerate(broken):
+            m.d.comb += self.rules[i].eq(sig)
+        m.d.comb += self.violated.eq(self.rules.any())
+        for i in reversed(range(RULES)):
+            if i in terms:
+                with m.If(broken[i]):
+                    m.d.comb += self.rule.eq(i)
+        return m
