@@ -11,7 +11,7 @@ import numpy as np
 from .device import DEVICE, Device
 from .isa import Cfr, Instruction, Opcode, channel_bit
 
-__all__ = ["random_program", "gemv_program"]
+__all__ = ["KINDS", "random_program", "gemv_program"]
 
 
 def _mask(rng: np.random.Generator, channels: list[int]) -> int:
@@ -21,8 +21,14 @@ def _mask(rng: np.random.Generator, channels: list[int]) -> int:
     return mask
 
 
+#: Instruction kinds :func:`random_program` draws from.
+KINDS = ("mac_abk", "mac_sbk", "wr_gb", "wr_bias", "rd_mac", "copy_bkgb", "copy_gbbk", "ewmul",
+         "wr_abk", "af", "rd_af", "rd_mem", "wr_mem", "wr_sbk", "rd_sbk", "sync", "cfr", "gpr")
+
+
 def random_program(rng: np.random.Generator, length: int, device: Device = DEVICE,
-                   channels: int = 4, rows: int = 4, data: bool = False) -> list[Instruction]:
+                   channels: int = 4, rows: int = 4, data: bool = False,
+                   kinds: tuple[str, ...] = KINDS, broadcast: bool = True) -> list[Instruction]:
     """Return a random mix of every instruction kind on the first ``channels`` channels.
 
     Rows are drawn from ``rows`` values so that row hits, conflicts and re-activations all
@@ -30,8 +36,12 @@ def random_program(rng: np.random.Generator, length: int, device: Device = DEVIC
     reads and writes are mixed in so that the two request classes contend; CFR writes change
     the AF mode, the EWMUL bank groups and (around single MAC_ABKs only: the controller does not
     open a MAC_SBK's partner bank) the MAC vector source. With ``data``, writes carry random
-    bfloat16 payloads.
+    bfloat16 payloads. ``kinds`` restricts the mix (names from :data:`KINDS`); ``broadcast``
+    allows the partner-bank MAC vector.
     """
+    unknown = set(kinds) - set(KINDS)
+    if unknown or not kinds:
+        raise ValueError(f"unknown instruction kinds {sorted(unknown)} (known: {KINDS})")
     used = list(range(channels))
     program: list[Instruction] = []
 
@@ -50,9 +60,6 @@ def random_program(rng: np.random.Generator, length: int, device: Device = DEVIC
         start = int(rng.integers(0, device.columns - size + 1))
         return size, (start if start else None)
 
-    kinds = ["mac_abk", "mac_sbk", "wr_gb", "wr_bias", "rd_mac", "copy_bkgb", "copy_gbbk",
-             "ewmul", "wr_abk", "af", "rd_af", "rd_mem", "wr_mem", "wr_sbk", "rd_sbk",
-             "sync", "cfr", "gpr"]
     for _ in range(length):
         kind = kinds[int(rng.integers(len(kinds)))]
         row = int(rng.integers(rows))
@@ -61,7 +68,7 @@ def random_program(rng: np.random.Generator, length: int, device: Device = DEVIC
             size, start = cols()
             ins = Instruction(Opcode.MAC_ABK, opsize=size, channel_mask=_mask(rng, some()),
                               row=row, col=start)
-            if rng.random() < 0.3:  # vector from the partner bank instead of the GB
+            if broadcast and rng.random() < 0.3:  # vector from the partner bank, not the GB
                 program.append(Instruction(Opcode.WR_CFR, cfr=int(Cfr.BROADCAST), value=1))
                 program.append(ins)
                 ins = Instruction(Opcode.WR_CFR, cfr=int(Cfr.BROADCAST), value=0)
