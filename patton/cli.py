@@ -5,6 +5,10 @@
     cycles, per-channel command counts and energy.
 ``patton aim check SCHEDULE [--json]``
     List every timing, bus and protocol violation in a timed schedule; exit 1 if there is any.
+``patton runtime scenario [--model M] [--requests N] [--steps N] [--seed S] [--json]``
+    Run a PATTON serving scenario on the functional and cycle models.
+``patton hw verilog [--rows N] [--out DIR]``
+    Write the RTL channel's Verilog and the DRAM mat macro.
 ``patton demo``
     Run a GEMV on the device model: cycles and energy from the cycle model, values from the
     functional model, checked against NumPy.
@@ -123,8 +127,10 @@ def parser() -> argparse.ArgumentParser:
     chk.add_argument("--json", action="store_true", help="print one JSON object")
     chk.set_defaults(func=_aim_check)
     from patton.hw import cli as hw_cli
+    from patton.runtime import cli as runtime_cli
 
     hw_cli.add_parser(sub)
+    runtime_cli.add_parser(sub)
     demo = sub.add_parser("demo", help="GEMV on the device model, checked against NumPy")
     demo.add_argument("--rows", type=int, default=64, help="matrix rows per bank (default 64)")
     demo.add_argument("--seed", type=int, default=0)

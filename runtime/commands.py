@@ -1,0 +1,385 @@
+"""Command generation: placements and data in, programs of the shared ISA out.
+
+Every instruction carries its column explicitly (the ``col=`` extension). Writes use
+conventional ``W MEM`` bursts (FR-FCFS, pipelined across banks) except the no-Commit-Zone
+ablation's single-token Value write, which uses ``WR_ABK`` (one WRA16 per Value row, word
+``b`` to bank ``b``, one-lane mask); ``docs/runtime.md`` §4 gives the cycle-model numbers
+behind both choices. Attention programs are built per request and per layer; the part that
+does not depend on this step's data (bias, MAC and read-out triples) is fixed by the block
+placements and can be cached by the caller.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import numpy as np
+
+from patton.sim.functional import Readout
+from patton.sim.isa import Instruction, Opcode, channel_bit
+
+from .config import Config
+from .metadata import CzPlace, KeyPlace, ValuePlace
+
+__all__ = [
+    "key_writes", "cz_writes", "o1v_writes", "o1v_token_writes", "group_masks", "QkPlan",
+    "SvPlan", "sv_segments", "qk_body", "qk_program", "sv_body", "sv_program", "Run", "Segment",
+]
+
+_W = Opcode.WR_MEM
+
+
+def _lanes(start: int, n: int) -> int:
+    return ((1 << n) - 1) << start
+
+
+def key_writes(cfg: Config, layer: int, key: KeyPlace, start: int,
+               keys: np.ndarray) -> list[Instruction]:
+    """Write Key tokens ``start ..`` (``keys``: ``(n, heads, D)`` bf16 bits) to an O1K.
+
+    Token ``t`` goes to bank ``t``, its ``D`` elements to ``E`` consecutive bursts.
+    """
+    e = cfg.bursts
+    lanes = cfg.device.lanes
+    row = cfg.row(layer, key.row)
+    out = []
+    for j in range(keys.shape[0]):
+        bank = start + j
+        for g in range(cfg.heads):
+            ch = cfg.channel(g, key.p)
+            vec = keys[j, g].reshape(e, lanes)
+            for b in range(e):
+                out.append(Instruction(_W, channel=ch, bank=bank, row=row, col=key.col + b,
+                                       data=vec[b]))
+    return out
+
+
+def _by_dim(cfg: Config, values: np.ndarray, g: int, start: int) -> np.ndarray:
+    """Return ``(P, Rv, B, lanes)`` words: lane ``t`` holds token ``t`` of each dimension."""
+    n = values.shape[0]
+    p, rv, b = cfg.ch_per_head, cfg.v_rows, cfg.device.banks
+    words = np.zeros((p, rv, b, cfg.device.lanes), dtype=np.uint16)
+    words[..., start:start + n] = values[:, g].reshape(n, p, rv, b).transpose(1, 2, 3, 0)
+    return words
+
+
+def cz_writes(cfg: Config, layer: int, cz: CzPlace, start: int,
+              values: np.ndarray) -> list[Instruction]:
+    """Write Value tokens ``start ..`` (``(n, heads, D)``) into a CZ slot (lane = token).
+
+    Per channel this touches one CRS row: ``Rv`` masked bursts in each of the 16 banks.
+    """
+    mask = _lanes(start, values.shape[0])
+    row = cfg.row(layer, cz.row)
+    out = []
+    for g in range(cfg.heads):
+        words = _by_dim(cfg, values, g, start)
+        for p in range(cfg.ch_per_head):
+            ch = cfg.channel(g, p)
+            for i in range(cfg.v_rows):
+                for b in range(cfg.device.banks):
+                    out.append(Instruction(_W, channel=ch, bank=b, row=row, col=cz.col0 + i,
+                                           data=words[p, i, b], mask=mask))
+    return out
+
+
+def o1v_writes(cfg: Config, layer: int, value: ValuePlace, start: int,
+               values: np.ndarray) -> list[Instruction]:
+    """Write Value tokens as bursts into an O1V (a commit, a full prefill block, or tokens).
+
+    One burst per bank per Value row; lanes outside ``start .. start + n - 1`` are masked off
+    unless the write covers the whole block.
+    """
+    n = values.shape[0]
+    mask = None if n == cfg.device.lanes else _lanes(start, n)
+    out = []
+    for g in range(cfg.heads):
+        words = _by_dim(cfg, values, g, start)
+        for p in range(cfg.ch_per_head):
+            ch = cfg.channel(g, p)
+            for i in range(cfg.v_rows):
+                row = cfg.row(layer, value.row0 + i)
+                for b in range(cfg.device.banks):
+                    out.append(Instruction(_W, channel=ch, bank=b, row=row, col=value.col,
+                                           data=words[p, i, b], mask=mask))
+    return out
+
+
+def o1v_token_writes(cfg: Config, layer: int, value: ValuePlace, t: int,
+                     values: np.ndarray) -> list[Instruction]:
+    """Write one Value token straight into its O1V with ``WR_ABK`` (no-CZ ablation).
+
+    One WRA16 per Value row and channel: word ``b`` goes to bank ``b`` in lane ``t``.
+    """
+    out = []
+    for g in range(cfg.heads):
+        words = _by_dim(cfg, values[:1], g, 0)[..., 0]  # (P, Rv, B)
+        for p in range(cfg.ch_per_head):
+            mask = channel_bit(cfg.channel(g, p))
+            for i in range(cfg.v_rows):
+                out.append(Instruction(Opcode.WR_ABK, gpr0=0, channel_mask=mask,
+                                       row=cfg.row(layer, value.row0 + i), col=value.col,
+                                       data=words[p, i].copy(), mask=1 << t))
+    return out
+
+
+@lru_cache(maxsize=64)
+def group_masks(cfg: Config) -> tuple[list[int], list[int]]:
+    """Return the channel masks of each head group and of each group-relative channel."""
+    by_head = []
+    for g in range(cfg.heads):
+        m = 0
+        for p in range(cfg.ch_per_head):
+            m |= channel_bit(cfg.channel(g, p))
+        by_head.append(m)
+    by_p = []
+    for p in range(cfg.ch_per_head):
+        m = 0
+        for g in range(cfg.heads):
+            m |= channel_bit(cfg.channel(g, p))
+        by_p.append(m)
+    return by_head, by_p
+
+
+def _zeros(cfg: Config) -> np.ndarray:
+    return np.zeros(cfg.device.lanes, dtype=np.uint16)
+
+
+# ----------------------------------------------------------------------------- QK^T
+
+
+@dataclass(slots=True)
+class QkPlan:
+    """How to read a QK^T program's RD_MAC results back.
+
+    ``reads[k]`` maps each group-relative channel ``p`` of the ``k``-th RD_MAC to the table
+    position of its O1K; the read-out of device channel ``g * P + p`` holds head ``g``'s scores,
+    bank ``b`` the score of token offset ``b``. Each RD_MAC returns one read-out per head and
+    member channel.
+    """
+
+    reads: list[dict[int, int]]  # per RD_MAC: group-relative channel -> table position
+    blocks: int  # table length
+
+    def decode(self, readouts: list[Readout], cfg: Config) -> np.ndarray:
+        """Return bf16 scores ``(heads, blocks * T)`` from the readouts of the program."""
+        t = cfg.block_size
+        out = np.zeros((cfg.heads, self.blocks * t), dtype=np.uint16)
+        k = 0
+        for entry in self.reads:
+            for _ in range(len(entry) * cfg.heads):
+                r = readouts[k]
+                k += 1
+                g, p = divmod(r.channel, cfg.ch_per_head)
+                pos = entry[p]
+                out[g, pos * t:(pos + 1) * t] = r.data
+        if k != len(readouts):
+            raise ValueError(f"{len(readouts)} readouts for a plan of {k}")
+        return out
+
+
+#: Memo of the bias/MAC/read-out triple per (config, layer, row, col, member channels).
+Memo = dict
+
+
+def _triple(cfg: Config, layer: int, row: int, col: int,
+            ps: tuple[int, ...]) -> tuple[Instruction, Instruction, Instruction]:
+    mask = 0
+    for p in ps:
+        for g in range(cfg.heads):
+            mask |= channel_bit(cfg.channel(g, p))
+    return (Instruction(Opcode.WR_BIAS, gpr0=0, channel_mask=mask, data=_zeros(cfg)),
+            Instruction(Opcode.MAC_ABK, opsize=cfg.bursts, channel_mask=mask,
+                        row=cfg.row(layer, row), col=col),
+            Instruction(Opcode.RD_MAC, gpr0=0, channel_mask=mask))
+
+
+def qk_body(cfg: Config, layer: int, keys: list[KeyPlace],
+            memo: Memo | None = None) -> tuple[list[Instruction], QkPlan]:
+    """Return the data-independent part of QK^T over O1Ks ``keys`` (table order).
+
+    O1Ks at the same row and column in different channels (Case Ch) share one
+    WR_BIAS / MAC_ABK / RD_MAC triple; every O1K keeps its own bias and read-out. A triple
+    depends only on its address and member channels, so it is built once per such key and
+    reused from ``memo`` (the placement fixes it; per step only the table is walked).
+    """
+    groups: dict[tuple[int, int], dict[int, int]] = {}
+    for pos, k in enumerate(keys):
+        members = groups.setdefault((k.row, k.col), {})
+        if k.p in members:
+            raise AssertionError(f"two O1Ks at channel {k.p}, row {k.row}, col {k.col}")
+        members[k.p] = pos
+    memo = {} if memo is None else memo
+    body: list[Instruction] = []
+    reads = []
+    for (row, col), members in groups.items():
+        key = (cfg, layer, row, col, tuple(sorted(members)))
+        triple = memo.get(key)
+        if triple is None:
+            triple = memo[key] = _triple(cfg, layer, row, col, key[4])
+        body.extend(triple)
+        reads.append(members)
+    return body, QkPlan(reads, len(keys))
+
+
+def qk_program(cfg: Config, query: np.ndarray, body: list[Instruction]) -> list[Instruction]:
+    """Return QK^T: the query (``(heads, D)`` bf16 bits) tiled over each group's GB, then ``body``.
+
+    The query is duplicated at every ``E``-aligned GB column, i.e. at every O1K column offset.
+    """
+    by_head, _ = group_masks(cfg)
+    cols = cfg.device.gb_columns
+    reps = cols // cfg.bursts
+    out = [Instruction(Opcode.WR_GB, opsize=cols, gpr0=0, channel_mask=by_head[g], col=0,
+                       data=np.tile(query[g], reps)) for g in range(cfg.heads)]
+    out.extend(body)
+    return out
+
+
+# ----------------------------------------------------------------------------- SV
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """Consecutive table entries whose O1Vs are adjacent columns of one VRS."""
+
+    first: int  # table position of the first block
+    count: int  # blocks (= columns)
+    row0: int  # VRS first row (layer-relative)
+    col: int  # first column
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """One accumulation unit of SV: O1V runs sharing the GB (disjoint columns), or a CZ slot.
+
+    For runs, each Value row is one WR_BIAS, the runs' MAC_ABKs and one RD_MAC (the reduction
+    continues across O2V and VRS boundaries); for a CZ slot (``cz`` set, ``runs`` holding its
+    one block), every Order-0 is biased, multiplied and read separately.
+    """
+
+    runs: tuple[Run, ...]  # O1V runs (or the CZ block as a one-block run)
+    cz: CzPlace | None = None  # set for a CZ-resident partial block
+
+
+@dataclass(slots=True)
+class SvPlan:
+    """Segments of an SV program, in execution order; see :meth:`decode`."""
+
+    segments: list[Segment] = field(default_factory=list)  # in order
+    blocks: int = 0  # table length
+
+    def decode(self, readouts: list[Readout], cfg: Config) -> np.ndarray:
+        """Return ``(heads, D)`` float32 outputs: read-outs summed on the host, in order."""
+        out = np.zeros((cfg.heads, cfg.d_head), dtype=np.float32)
+        per = cfg.heads * cfg.ch_per_head
+        k = 0
+        banks = np.arange(cfg.device.banks)
+        for _seg in self.segments:
+            for i in range(cfg.v_rows):
+                for r in readouts[k:k + per]:
+                    g, p = divmod(r.channel, cfg.ch_per_head)
+                    vals = (r.data.astype(np.uint32) << 16).view(np.float32)
+                    out[g, cfg.value_dim(p, i, banks)] += vals
+                k += per
+        if k != len(readouts):
+            raise ValueError(f"{len(readouts)} readouts for a plan of {k}")
+        return out
+
+
+def sv_segments(values: list[ValuePlace | CzPlace]) -> list[Segment]:
+    """Split a table's Value placements into runs, then segments (see :class:`Segment`)."""
+    runs: list[Run | tuple[int, CzPlace]] = []
+    for pos, v in enumerate(values):
+        if isinstance(v, CzPlace):
+            runs.append((pos, v))
+            continue
+        last = runs[-1] if runs else None
+        if isinstance(last, Run) and last.row0 == v.row0 and last.col + last.count == v.col:
+            runs[-1] = Run(last.first, last.count + 1, last.row0, last.col)
+        else:
+            runs.append(Run(pos, 1, v.row0, v.col))
+    segments: list[Segment] = []
+    current: list[Run] = []
+    cols = 0
+    for r in runs:
+        if isinstance(r, tuple):
+            pos, cz = r
+            if current:
+                segments.append(Segment(tuple(current)))
+                current, cols = [], 0
+            segments.append(Segment((Run(pos, 1, cz.row, cz.col0),), cz))
+            continue
+        span = ((1 << r.count) - 1) << r.col
+        if current and cols & span:
+            segments.append(Segment(tuple(current)))
+            current, cols = [], 0
+        current.append(r)
+        cols |= span
+    if current:
+        segments.append(Segment(tuple(current)))
+    return segments
+
+
+def sv_body(cfg: Config, layer: int, values: list[ValuePlace | CzPlace],
+            memo: Memo | None = None) -> tuple[list[list[Instruction]], SvPlan]:
+    """Return, per segment, the data-independent bias/MAC/read-out instructions, and the plan.
+
+    A segment's instructions depend only on its addresses (table positions do not appear in
+    them), so they are built once per segment shape and reused from ``memo``.
+    """
+    _, by_p = group_masks(cfg)
+    mask = 0
+    for m in by_p:
+        mask |= m
+    zeros = _zeros(cfg)
+    plan = SvPlan(sv_segments(values), len(values))
+    bodies = []
+    memo = {} if memo is None else memo
+    for seg in plan.segments:
+        key = (cfg, layer, seg.cz, tuple((r.count, r.row0, r.col) for r in seg.runs))
+        hit = memo.get(key)
+        if hit is not None:
+            bodies.append(hit)
+            continue
+        body: list[Instruction] = []
+        memo[key] = body
+        for i in range(cfg.v_rows):
+            body.append(Instruction(Opcode.WR_BIAS, gpr0=0, channel_mask=mask, data=zeros))
+            if seg.cz is not None:
+                body.append(Instruction(Opcode.MAC_ABK, opsize=1, channel_mask=mask,
+                                        row=cfg.row(layer, seg.cz.row), col=seg.cz.col0 + i))
+            else:
+                for r in seg.runs:
+                    body.append(Instruction(Opcode.MAC_ABK, opsize=r.count, channel_mask=mask,
+                                            row=cfg.row(layer, r.row0 + i), col=r.col))
+            body.append(Instruction(Opcode.RD_MAC, gpr0=0, channel_mask=mask))
+        bodies.append(body)
+    return bodies, plan
+
+
+def sv_program(cfg: Config, probs: np.ndarray, bodies: list[list[Instruction]],
+               plan: SvPlan) -> list[Instruction]:
+    """Return SV for ``probs`` (``(heads, blocks * T)`` bf16 bits, zero past the last token).
+
+    Before each segment the scores go to the GB at the O1V column offsets (``Rv`` copies of
+    the block's scores at the CZ slot's bursts for a CZ-resident block).
+    """
+    by_head, _ = group_masks(cfg)
+    t = cfg.block_size
+    out: list[Instruction] = []
+    for seg, body in zip(plan.segments, bodies):
+        for g in range(cfg.heads):
+            if seg.cz is not None:
+                pos = seg.runs[0].first
+                data = np.tile(probs[g, pos * t:(pos + 1) * t], cfg.v_rows)
+                out.append(Instruction(Opcode.WR_GB, opsize=cfg.v_rows, gpr0=0,
+                                       channel_mask=by_head[g], col=seg.cz.col0, data=data))
+                continue
+            for r in seg.runs:
+                data = probs[g, r.first * t:(r.first + r.count) * t]
+                out.append(Instruction(Opcode.WR_GB, opsize=r.count, gpr0=0,
+                                       channel_mask=by_head[g], col=r.col, data=data))
+        out.extend(body)
+    return out

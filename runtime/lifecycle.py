@@ -1,0 +1,463 @@
+"""The PATTON runtime: block lifecycle over placement metadata, and the programs it emits.
+
+Mirrors vLLM's block pool (``reference/vllm-kv-cache.md``): a block id is bound by
+:meth:`Runtime.allocate`, written by :meth:`Runtime.write`, shared by :meth:`Runtime.share`
+(reference count up, nothing copied), released by :meth:`Runtime.free` (reference count down;
+a full block at zero references stays mapped as *cached*; a partial one is released with its
+CZ slot and reserved O1V) and unbound by :meth:`Runtime.evict`. Every method checks before it
+mutates, so a raised :class:`PattonError` leaves the runtime unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from patton.sim.isa import Instruction
+
+from . import commands as cmd
+from .allocator import Allocator
+from .config import Config
+from .errors import (
+    BlockStateError, CapacityError, DoubleFree, DuplicateBlock, OffsetError, ReadOnlyBlock, UnknownBlock,
+    UnknownRequest,
+)
+from .metadata import BlockMeta, CzPlace, KeyPlace, Mode, RequestState, ValuePlace
+
+__all__ = ["Runtime", "Writes"]
+
+
+@dataclass(slots=True)
+class Writes:
+    """The programs of one write call, by kind (all in the shared ISA, explicit columns)."""
+
+    key: list[Instruction] = field(default_factory=list)  # Key tokens to O1Ks
+    value: list[Instruction] = field(default_factory=list)  # Value tokens (CZ slot or O1V)
+    commit: list[Instruction] = field(default_factory=list)  # CZ slot -> O1V commits
+
+    @property
+    def all(self) -> list[Instruction]:
+        """Every instruction: Keys, then Values, then commits."""
+        return self.key + self.value + self.commit
+
+
+class Runtime:
+    """PATTON (or an ablation of it) for one model on one device.
+
+    Args:
+        config: geometry (``Config(o2v_blocks=device.columns)`` is the no-O2V ablation).
+        mode: :attr:`Mode.PATTON` or the no-Commit-Zone ablation :attr:`Mode.NO_CZ`.
+        token_op: how :attr:`Mode.NO_CZ` writes a single Value token into its O1V: ``"abk"``
+            (one ``WR_ABK`` per Value row, the default: fewest commands and cycles) or
+            ``"mem"`` (one masked ``W MEM`` per bank and Value row, as the paper describes).
+
+    Attributes:
+        blocks: bound blocks by engine block id.
+        requests: live requests by id.
+        alloc: the granule allocator (shared by every layer).
+    """
+
+    def __init__(self, config: Config, mode: Mode = Mode.PATTON, *,
+                 token_op: str = "abk") -> None:
+        if token_op not in ("abk", "mem"):
+            raise ValueError(f"token_op must be 'abk' or 'mem', not {token_op!r}")
+        self.config = config
+        self.mode = mode
+        self.token_op = token_op
+        self.alloc = Allocator(config)
+        self.blocks: dict[int, BlockMeta] = {}
+        self.requests: dict[int, RequestState] = {}
+        self._cache: dict[tuple[int, int, str], tuple[int, object, object]] = {}
+        self._memo: cmd.Memo = {}  # instruction pieces by address (fixed by placement)
+
+    # ------------------------------------------------------------------ lookups
+
+    def _block(self, block_id: int) -> BlockMeta:
+        meta = self.blocks.get(block_id)
+        if meta is None:
+            raise UnknownBlock(f"block {block_id!r} is not bound")
+        return meta
+
+    def _request(self, request: int) -> RequestState:
+        state = self.requests.get(request)
+        if state is None:
+            raise UnknownRequest(f"request {request!r} is not live")
+        return state
+
+    def table(self, request: int) -> list[int]:
+        """Return a copy of ``request``'s block table."""
+        return list(self._request(request).table)
+
+    def seq_len(self, request: int) -> int:
+        """Return the tokens written to ``request``'s blocks."""
+        return sum(self.blocks[b].filled for b in self._request(request).table)
+
+    def token_index(self, request: int) -> np.ndarray:
+        """Return the flat ``position * T + offset`` of each written token, in order."""
+        t = self.config.block_size
+        filled = np.fromiter((self.blocks[b].filled for b in self._request(request).table),
+                             dtype=np.int64)
+        return np.flatnonzero(np.arange(t)[None, :] < filled[:, None])
+
+    # ------------------------------------------------------------------ capacity
+
+    def free_blocks(self) -> int:
+        """Return the blocks a new request could allocate in every layer."""
+        return self.alloc.free_blocks()
+
+    def free_tokens(self) -> int:
+        """Return the token capacity of :meth:`free_blocks`."""
+        return self.free_blocks() * self.config.block_size
+
+    def free_slots(self) -> int:
+        """Return free Commit Zone slots per layer."""
+        return self.alloc.crs.free
+
+    def cached(self) -> list[int]:
+        """Return the ids of cached (zero-reference, full) blocks."""
+        return [b for b, m in self.blocks.items() if m.ref_cnt == 0]
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def allocate(self, request: int, block_id: int) -> BlockMeta:
+        """Bind a new, empty block to ``request`` and append it to its table.
+
+        Raises:
+            DuplicateBlock: ``block_id`` is still bound.
+            CapacityError: no O2K/O2V is free.
+        """
+        if not isinstance(block_id, int) or block_id < 0:
+            raise UnknownBlock(f"block id {block_id!r} is not a non-negative integer")
+        if block_id in self.blocks:
+            raise DuplicateBlock(f"block {block_id} is bound (evict it first)")
+        c = self.config
+        b = self.alloc.plan(request)
+        self.alloc.apply(request, b)
+        meta = BlockMeta(block_id, request, b, KeyPlace(*c.key_place(b.o2k, b.k_slot)),
+                         ValuePlace(*c.value_place(b.o2v, b.v_index)), None, c.block_size)
+        self.blocks[block_id] = meta
+        state = self.requests.setdefault(request, RequestState(request))
+        state.table.append(block_id)
+        state.version += 1
+        return meta
+
+    def share(self, request: int, block_id: int) -> None:
+        """Append a full block to ``request``'s table (reference count up, nothing copied).
+
+        Raises:
+            UnknownBlock: not bound.
+            BlockStateError: the block is not full (partial blocks stay private).
+        """
+        meta = self._block(block_id)
+        if not meta.full:
+            raise BlockStateError(f"block {block_id} is partial ({meta.filled} tokens); only "
+                                  f"full blocks can be shared")
+        meta.ref_cnt += 1
+        state = self.requests.setdefault(request, RequestState(request))
+        state.table.append(block_id)
+        state.version += 1
+
+    def free(self, request: int, block_id: int) -> None:
+        """Drop ``request``'s reference to ``block_id``.
+
+        At zero references a full block stays mapped as cached; a partial block is released
+        (O1K, reserved O1V and CZ slot).
+
+        Raises:
+            UnknownRequest, UnknownBlock: not live / not bound.
+            DoubleFree: the request does not reference the block.
+        """
+        state = self._request(request)
+        meta = self._block(block_id)
+        if block_id not in state.table:
+            raise DoubleFree(f"request {request} does not reference block {block_id}")
+        idx = len(state.table) - 1 - state.table[::-1].index(block_id)
+        del state.table[idx]
+        state.version += 1
+        meta.ref_cnt -= 1
+        if meta.ref_cnt == 0 and not meta.full:
+            self._unbind(meta)
+
+    def finish(self, request: int) -> None:
+        """Free every block of ``request`` (last first) and forget the request."""
+        state = self._request(request)
+        for block_id in reversed(list(state.table)):
+            self.free(request, block_id)
+        del self.requests[request]
+        self.alloc.disown(request)
+        for key in [k for k in self._cache if k[0] == request]:
+            del self._cache[key]
+
+    def evict(self, block_id: int) -> None:
+        """Unbind a cached block: release its O1K and O1V (and their O2s when emptied).
+
+        Raises:
+            UnknownBlock: not bound.
+            BlockStateError: a request still references it.
+        """
+        meta = self._block(block_id)
+        if meta.ref_cnt:
+            raise BlockStateError(f"block {block_id} has {meta.ref_cnt} reference(s); only "
+                                  f"cached blocks can be evicted")
+        self._unbind(meta)
+
+    def _unbind(self, meta: BlockMeta) -> None:
+        b = meta.binding
+        self.alloc.release_key(b.o2k, b.k_slot)
+        self.alloc.release_value(b.o2v, b.v_index)
+        if meta.slot is not None:
+            self.alloc.release_slot(meta.slot)
+        del self.blocks[meta.block_id]
+
+    # ------------------------------------------------------------------ writes
+
+    def _check_write(self, block_id: int, start: int, keys: np.ndarray,
+                     values: np.ndarray) -> BlockMeta:
+        meta = self._block(block_id)
+        if meta.ref_cnt != 1 or meta.full:
+            raise ReadOnlyBlock(f"block {block_id} is shared, cached or full "
+                                f"(ref_cnt {meta.ref_cnt}, {meta.filled} tokens)")
+        c = self.config
+        n = keys.shape[1] if keys.ndim == 4 else -1
+        shape = (c.n_layers, n, c.heads, c.d_head)
+        if n <= 0 or keys.shape != shape or values.shape != shape:
+            raise OffsetError(f"keys/values must have shape (layers, n >= 1, heads, d_head) = "
+                              f"{shape}, got {keys.shape} and {values.shape}")
+        if start != meta.filled or start + n > c.block_size:
+            raise OffsetError(f"write of offsets {start}..{start + n - 1} into block "
+                              f"{block_id} holding {meta.filled} tokens (append only, "
+                              f"offsets < {c.block_size})")
+        return meta
+
+    def write(self, block_id: int, start: int, keys: np.ndarray,
+              values: np.ndarray) -> Writes:
+        """Write token offsets ``start .. start + n - 1`` of a block (Key and Value).
+
+        ``keys`` and ``values`` are bf16 bit patterns of shape ``(layers, n, heads, d_head)``.
+        Writes append (``start`` equals the block's fill level). With the Commit Zone, a
+        partial block's Values go to its CZ slot (taken by the block's first partial write); the write that fills the block commits it:
+        the whole block is written to its reserved O1V (the last tokens are folded into the
+        commit), the O1V becomes visible and the slot is freed. A write of a whole block at
+        once goes straight to the O1V.
+
+        Raises:
+            UnknownBlock: not bound.
+            ReadOnlyBlock: shared, cached or already full.
+            OffsetError: offsets out of range, not appending, or wrong shapes.
+            CapacityError: the block becomes partial and no CZ slot is free.
+        """
+        return self.write_many([(block_id, start, keys, values)])
+
+    def write_many(self, items: list[tuple[int, int, np.ndarray, np.ndarray]], *,
+                   emit: bool = True) -> Writes:
+        """Write several blocks at once (each at most once); CZ writes grouped by CRS row.
+
+        With ``emit=False`` only the metadata advances and no program is built (to set up a
+        state whose data is already in place, e.g. in benchmarks).
+        """
+        ids = [it[0] for it in items]
+        if len(set(ids)) != len(ids):
+            raise OffsetError("a block may appear once per write_many call")
+        metas = [self._check_write(*it) for it in items]
+        c = self.config
+        if self.mode is Mode.PATTON:
+            need = sum(1 for m, it in zip(metas, items)
+                       if m.cz is None and it[1] + it[2].shape[1] < c.block_size)
+            if need > self.alloc.crs.free:
+                raise CapacityError(f"{need} partial block(s) need a CZ slot, "
+                                    f"{self.alloc.crs.free} free")
+        out = Writes()
+        cz_parts: list[tuple[tuple[int, int, int], list[Instruction]]] = []
+        for meta, (_, start, keys, values) in zip(metas, items):
+            n = keys.shape[1]
+            if emit:
+                self._emit(out, cz_parts, meta, start, keys, values)
+            self._advance(meta, start, n, values)
+        cz_parts.sort(key=lambda part: part[0])
+        for _, part in cz_parts:
+            out.value += part
+        return out
+
+    def _emit(self, out: Writes, cz_parts: list, meta: BlockMeta, start: int,
+              keys: np.ndarray, values: np.ndarray) -> None:
+        """Append the programs of one block's write (before its metadata advances)."""
+        c = self.config
+        n = keys.shape[1]
+        for layer in range(c.n_layers):
+            out.key += cmd.key_writes(c, layer, meta.key, start, keys[layer])
+        if self.mode is Mode.NO_CZ:
+            for layer in range(c.n_layers):
+                if n == 1 and self.token_op == "abk":
+                    out.value += cmd.o1v_token_writes(c, layer, meta.value, start,
+                                                      values[layer])
+                else:
+                    out.value += cmd.o1v_writes(c, layer, meta.value, start, values[layer])
+        elif start + n < c.block_size:
+            self._stage(meta)
+            assert meta.cz is not None
+            for layer in range(c.n_layers):
+                cz_parts.append(((layer, meta.cz.row, meta.cz.col0),
+                                 cmd.cz_writes(c, layer, meta.cz, start, values[layer])))
+        else:
+            full = np.zeros((c.n_layers, c.block_size, c.heads, c.d_head), dtype=np.uint16)
+            if meta.shadow is not None:
+                full[:, :start] = meta.shadow[:, :start]
+            full[:, start:] = values
+            target = out.value if start == 0 else out.commit
+            for layer in range(c.n_layers):
+                target += cmd.o1v_writes(c, layer, meta.value, 0, full[layer])
+
+    def _advance(self, meta: BlockMeta, start: int, n: int, values: np.ndarray) -> None:
+        """Advance a block's metadata for a write: stage it in the CZ, or publish its O1V."""
+        c = self.config
+        if self.mode is Mode.PATTON:
+            if start + n < c.block_size:
+                self._stage(meta)
+                if meta.shadow is None:
+                    meta.shadow = np.zeros((c.n_layers, c.block_size, c.heads, c.d_head),
+                                           dtype=np.uint16)
+                meta.shadow[:, start:start + n] = values
+            else:
+                self._publish(meta)
+        meta.filled += n
+
+    def _stage(self, meta: BlockMeta) -> None:
+        """Give a block that becomes partial a CZ slot (its visible placement)."""
+        if meta.cz is None:
+            meta.slot = self.alloc.take_slot()
+            meta.cz = CzPlace(*self.config.cz_place(meta.slot))
+            self.requests[meta.owner].version += 1
+
+    def _publish(self, meta: BlockMeta) -> None:
+        """Make a full block's O1V visible and free its CZ slot, if it had one."""
+        if meta.slot is not None:
+            self.alloc.release_slot(meta.slot)
+            self.requests[meta.owner].version += 1
+        meta.slot = None
+        meta.cz = None
+        meta.shadow = None
+
+    # ------------------------------------------------------------------ attention
+
+    def _cached(self, request: int, layer: int, kind: str, build):
+        state = self._request(request)
+        hit = self._cache.get((request, layer, kind))
+        if hit is not None and hit[0] == state.version:
+            return hit[1], hit[2]
+        if len(self._memo) > 65536:  # bound the memo; pieces are rebuilt on demand
+            self._memo.clear()
+        body, plan = build(state)
+        self._cache[(request, layer, kind)] = (state.version, body, plan)
+        return body, plan
+
+    def qk(self, request: int, layer: int,
+           query: np.ndarray) -> tuple[list[Instruction], cmd.QkPlan]:
+        """Return the QK^T program of ``request`` in ``layer`` for ``query`` ``(heads, D)``.
+
+        The plan's :meth:`~commands.QkPlan.decode` gives ``(heads, blocks * T)`` scores;
+        index them with :meth:`token_index`.
+        """
+        body, plan = self._cached(request, layer, "qk", lambda s: cmd.qk_body(
+            self.config, layer, [self.blocks[b].key for b in s.table], self._memo))
+        return cmd.qk_program(self.config, query, body), plan
+
+    def _value_place(self, meta: BlockMeta) -> ValuePlace | CzPlace:
+        return meta.cz if meta.cz is not None else meta.value
+
+    def sv(self, request: int, layer: int,
+           probs: np.ndarray) -> tuple[list[Instruction], cmd.SvPlan]:
+        """Return the SV program of ``request`` in ``layer`` for scores ``(heads, seq_len)``.
+
+        The plan's :meth:`~commands.SvPlan.decode` gives ``(heads, D)`` float32 outputs.
+        """
+        c = self.config
+        bodies, plan = self._cached(request, layer, "sv", lambda s: cmd.sv_body(
+            c, layer, [self._value_place(self.blocks[b]) for b in s.table], self._memo))
+        state = self._request(request)
+        padded = np.zeros((c.heads, len(state.table) * c.block_size), dtype=np.uint16)
+        padded[:, self.token_index(request)] = probs
+        return cmd.sv_program(c, padded, bodies, plan), plan
+
+    def placements(self, block_id: int) -> tuple[KeyPlace, ValuePlace | CzPlace]:
+        """Return the visible Key and Value placements of a block."""
+        meta = self._block(block_id)
+        return meta.key, self._value_place(meta)
+
+    # ------------------------------------------------------------------ checks
+
+    def state(self) -> tuple:
+        """Return a comparable snapshot of everything mutable (for tests: unchanged on error)."""
+        a = self.alloc
+        blocks = tuple(sorted(
+            (b, m.owner, m.binding, m.key, m.value, m.cz, m.slot, m.ref_cnt, m.filled,
+             None if m.shadow is None else m.shadow.tobytes())
+            for b, m in self.blocks.items()))
+        reqs = tuple(sorted((r, tuple(s.table)) for r, s in self.requests.items()))
+        pools = tuple((tuple(p.used), p.live) for p in (a.krs, a.vrs, a.crs))
+        o2 = tuple(tuple(sorted((k, o.used, o.owner) for k, o in d.items()))
+                   for d in (a.o2k, a.o2v))
+        return (blocks, reqs, pools, o2, tuple(a.channel_load), a.rr,
+                tuple(sorted(a.open_k.items())), tuple(sorted(a.open_v.items())))
+
+    def check(self) -> None:
+        """Assert every invariant: no overlapping granules, exact accounting, no leaks.
+
+        Raises:
+            AssertionError: naming the first violated invariant.
+        """
+        c, a = self.config, self.alloc
+        refs: dict[int, int] = {}
+        for s in self.requests.values():
+            for b in s.table:
+                assert b in self.blocks, f"request {s.request} holds unbound block {b}"
+                refs[b] = refs.get(b, 0) + 1
+        cells: dict[tuple[int, int, int], str] = {}
+
+        def claim(cell: tuple[int, int, int], what: str) -> None:
+            assert cell not in cells, f"{what} overlaps {cells[cell]} at {cell}"
+            cells[cell] = what
+
+        k_count: dict[int, int] = {}
+        v_count: dict[int, int] = {}
+        load = [0] * c.ch_per_head
+        slots = set()
+        for bid, m in self.blocks.items():
+            assert m.ref_cnt == refs.get(bid, 0), f"block {bid} ref_cnt {m.ref_cnt}"
+            assert m.ref_cnt > 0 or m.full, f"unreferenced partial block {bid}"
+            assert 0 <= m.filled <= c.block_size
+            b = m.binding
+            partial = self.mode is Mode.PATTON and 0 < m.filled < c.block_size
+            assert (m.cz is not None) == partial == (m.slot is not None), bid
+            assert m.cz is not None or m.shadow is None, bid
+            assert b.o2k in a.o2k and b.o2v in a.o2v, f"block {bid} in a freed O2"
+            assert a.o2k[b.o2k].used >> b.k_slot & 1 and a.o2v[b.o2v].used >> b.v_index & 1
+            k_count[b.o2k] = k_count.get(b.o2k, 0) + 1
+            v_count[b.o2v] = v_count.get(b.o2v, 0) + 1
+            load[m.key.p] += 1
+            assert c.krs_base <= m.key.row < c.vrs_base, f"O1K of {bid} outside the KRS region"
+            for e in range(c.bursts):
+                claim((m.key.p, m.key.row, m.key.col + e), f"O1K {bid}")
+            assert c.vrs_base <= m.value.row0 and \
+                m.value.row0 + c.v_rows <= c.vrs_base + c.vrs_count * c.v_rows
+            for p in range(c.ch_per_head):
+                for i in range(c.v_rows):
+                    claim((p, m.value.row0 + i, m.value.col), f"O1V {bid}")
+            if m.cz is not None:
+                assert m.slot not in slots and m.cz == CzPlace(*c.cz_place(m.slot))
+                slots.add(m.slot)
+                assert m.cz.row < c.crs_rows
+                for p in range(c.ch_per_head):
+                    for i in range(c.v_rows):
+                        claim((p, m.cz.row, m.cz.col0 + i), f"CZ slot of {bid}")
+        for pool, granules, counts in ((a.krs, a.o2k, k_count), (a.vrs, a.o2v, v_count)):
+            assert set(pool.taken()) == set(granules), f"{pool.name} pool and granules differ"
+            assert pool.live == len(granules)
+            for pos, o2 in granules.items():
+                assert o2.count == counts.get(pos, 0) > 0, f"{pool.name} {pos} count/leak"
+                assert o2.used.bit_count() == o2.count
+        assert set(a.crs.taken()) == slots, "CZ slot leak"
+        assert load == a.channel_load, "channel load accounting"
+        for table, granules in ((a.open_k, a.o2k), (a.open_v, a.o2v)):
+            for req, pos in table.items():
+                assert req in self.requests and granules[pos].owner == req
