@@ -6,7 +6,8 @@ ablation's single-token Value write, which uses ``WR_ABK`` (one WRA16 per Value 
 ``b`` to bank ``b``, one-lane mask); ``docs/runtime.md`` §4 gives the cycle-model numbers
 behind both choices. Attention programs are built per request and per layer; the part that
 does not depend on this step's data (bias, MAC and read-out triples) is fixed by the block
-placements and can be cached by the caller.
+placements and can be cached by the caller. :mod:`.assemble` builds the same programs in
+columnar form (the runtime's path); these list builders are its reference.
 """
 
 from __future__ import annotations
@@ -162,6 +163,10 @@ class QkPlan:
     reads: list[dict[int, int]]  # per RD_MAC: group-relative channel -> table position
     blocks: int  # table length
 
+    def readouts(self, cfg: Config) -> int:
+        """Return how many read-outs the program returns (one per RD_MAC channel)."""
+        return sum(len(entry) for entry in self.reads) * cfg.heads
+
     def decode(self, readouts: list[Readout], cfg: Config) -> np.ndarray:
         """Return bf16 scores ``(heads, blocks * T)`` from the readouts of the program."""
         t = cfg.block_size
@@ -270,6 +275,10 @@ class SvPlan:
     segments: list[Segment] = field(default_factory=list)  # in order
     blocks: int = 0  # table length
 
+    def readouts(self, cfg: Config) -> int:
+        """Return how many read-outs the program returns (one per RD_MAC channel)."""
+        return len(self.segments) * cfg.v_rows * cfg.heads * cfg.ch_per_head
+
     def decode(self, readouts: list[Readout], cfg: Config) -> np.ndarray:
         """Return ``(heads, D)`` float32 outputs: read-outs summed on the host, in order."""
         out = np.zeros((cfg.heads, cfg.d_head), dtype=np.float32)
@@ -291,15 +300,21 @@ class SvPlan:
 def sv_segments(values: list[ValuePlace | CzPlace]) -> list[Segment]:
     """Split a table's Value placements into runs, then segments (see :class:`Segment`)."""
     runs: list[Run | tuple[int, CzPlace]] = []
+    cur: list[int] | None = None  # the open run: first, count, row0, col
     for pos, v in enumerate(values):
         if isinstance(v, CzPlace):
+            if cur is not None:
+                runs.append(Run(*cur))
+                cur = None
             runs.append((pos, v))
-            continue
-        last = runs[-1] if runs else None
-        if isinstance(last, Run) and last.row0 == v.row0 and last.col + last.count == v.col:
-            runs[-1] = Run(last.first, last.count + 1, last.row0, last.col)
+        elif cur is not None and cur[2] == v.row0 and cur[3] + cur[1] == v.col:
+            cur[1] += 1
         else:
-            runs.append(Run(pos, 1, v.row0, v.col))
+            if cur is not None:
+                runs.append(Run(*cur))
+            cur = [pos, 1, v.row0, v.col]
+    if cur is not None:
+        runs.append(Run(*cur))
     segments: list[Segment] = []
     current: list[Run] = []
     cols = 0

@@ -11,11 +11,13 @@ mutates, so a raised :class:`PattonError` leaves the runtime unchanged.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import groupby
 
 import numpy as np
 
 from patton.sim.isa import Instruction
 
+from . import assemble as asm
 from . import commands as cmd
 from .allocator import Allocator
 from .config import Config
@@ -24,8 +26,9 @@ from .errors import (
     UnknownRequest,
 )
 from .metadata import BlockMeta, CzPlace, KeyPlace, Mode, RequestState, ValuePlace
+from .program import Program, concat
 
-__all__ = ["Runtime", "Writes"]
+__all__ = ["Runtime", "Writes", "WriteProgram"]
 
 
 @dataclass(slots=True)
@@ -40,6 +43,35 @@ class Writes:
     def all(self) -> list[Instruction]:
         """Every instruction: Keys, then Values, then commits."""
         return self.key + self.value + self.commit
+
+
+@dataclass(frozen=True, slots=True)
+class WriteProgram:
+    """The programs of one write call, by kind, in columnar form (see :class:`Writes`)."""
+
+    key: Program  # Key tokens to O1Ks
+    value: Program  # Value tokens (CZ slot or O1V)
+    commit: Program  # CZ slot -> O1V commits
+
+    @property
+    def all(self) -> Program:
+        """Every instruction: Keys, then Values, then commits."""
+        return concat([self.key, self.value, self.commit])
+
+    def to_writes(self) -> Writes:
+        """Expand every program to instruction objects."""
+        return Writes(self.key.to_instructions(), self.value.to_instructions(),
+                      self.commit.to_instructions())
+
+
+@dataclass(slots=True)
+class _Parts:
+    """The pieces (see :data:`assemble.Piece`) of one write call, before assembly."""
+
+    key: list[tuple] = field(default_factory=list)  # Key pieces, in order
+    value: list[tuple[str, tuple]] = field(default_factory=list)  # ("abk"|"mem", piece)
+    cz: list[tuple[tuple[int, int, int], tuple]] = field(default_factory=list)  # sort key
+    commit: list[tuple] = field(default_factory=list)  # full-block O1V pieces
 
 
 class Runtime:
@@ -68,8 +100,11 @@ class Runtime:
         self.alloc = Allocator(config)
         self.blocks: dict[int, BlockMeta] = {}
         self.requests: dict[int, RequestState] = {}
-        self._cache: dict[tuple[int, int, str], tuple[int, object, object]] = {}
-        self._memo: cmd.Memo = {}  # instruction pieces by address (fixed by placement)
+        # per (request, layer, kind): (request version, template, plan)
+        self._cache: dict[tuple[int, int, str], tuple[int, asm.Template, object]] = {}
+        # per (layer, kind): the last batch, by its requests' versions and data width
+        self._batches: dict[tuple[int, str], tuple[tuple, asm.Batch, list]] = {}
+        self._writes: asm.Cache = {}  # write-program addresses by piece shapes
 
     # ------------------------------------------------------------------ lookups
 
@@ -188,6 +223,7 @@ class Runtime:
         self.alloc.disown(request)
         for key in [k for k in self._cache if k[0] == request]:
             del self._cache[key]
+        self._batches.clear()  # the id may come back with the same version
 
     def evict(self, block_id: int) -> None:
         """Unbind a cached block: release its O1K and O1V (and their O2s when emptied).
@@ -256,6 +292,28 @@ class Runtime:
         With ``emit=False`` only the metadata advances and no program is built (to set up a
         state whose data is already in place, e.g. in benchmarks).
         """
+        if not emit:
+            self._write(items, None)
+            return Writes()
+        return self.write_program(items).to_writes()
+
+    def write_program(self, items: list[tuple[int, int, np.ndarray, np.ndarray]]
+                      ) -> WriteProgram:
+        """Do :meth:`write_many` and return its programs in columnar form."""
+        parts = _Parts()
+        self._write(items, parts)
+        c = self.config
+        parts.cz.sort(key=lambda part: part[0])
+        values = parts.value + [("mem", piece) for _, piece in parts.cz]
+        runs = [asm.token_writes(c, [p for _, p in run]) if kind == "abk"
+                else asm.value_writes(c, [p for _, p in run], self._writes)
+                for kind, run in groupby(values, key=lambda v: v[0])]
+        key = asm.key_writes(c, parts.key, self._writes) if parts.key else concat([])
+        commit = asm.value_writes(c, parts.commit) if parts.commit else concat([])
+        return WriteProgram(key, concat(runs), commit)
+
+    def _write(self, items: list[tuple[int, int, np.ndarray, np.ndarray]],
+               parts: _Parts | None) -> None:
         ids = [it[0] for it in items]
         if len(set(ids)) != len(ids):
             raise OffsetError("a block may appear once per write_many call")
@@ -267,46 +325,38 @@ class Runtime:
             if need > self.alloc.crs.free:
                 raise CapacityError(f"{need} partial block(s) need a CZ slot, "
                                     f"{self.alloc.crs.free} free")
-        out = Writes()
-        cz_parts: list[tuple[tuple[int, int, int], list[Instruction]]] = []
         for meta, (_, start, keys, values) in zip(metas, items):
-            n = keys.shape[1]
-            if emit:
-                self._emit(out, cz_parts, meta, start, keys, values)
-            self._advance(meta, start, n, values)
-        cz_parts.sort(key=lambda part: part[0])
-        for _, part in cz_parts:
-            out.value += part
-        return out
+            if parts is not None:
+                self._emit(parts, meta, start, keys, values)
+            self._advance(meta, start, keys.shape[1], values)
 
-    def _emit(self, out: Writes, cz_parts: list, meta: BlockMeta, start: int,
-              keys: np.ndarray, values: np.ndarray) -> None:
-        """Append the programs of one block's write (before its metadata advances)."""
+    def _emit(self, parts: _Parts, meta: BlockMeta, start: int, keys: np.ndarray,
+              values: np.ndarray) -> None:
+        """Collect the pieces of one block's write (before its metadata advances)."""
         c = self.config
         n = keys.shape[1]
-        for layer in range(c.n_layers):
-            out.key += cmd.key_writes(c, layer, meta.key, start, keys[layer])
+        layers = range(c.n_layers)
+        parts.key += [(layer, meta.key, start, keys[layer]) for layer in layers]
         if self.mode is Mode.NO_CZ:
-            for layer in range(c.n_layers):
-                if n == 1 and self.token_op == "abk":
-                    out.value += cmd.o1v_token_writes(c, layer, meta.value, start,
-                                                      values[layer])
-                else:
-                    out.value += cmd.o1v_writes(c, layer, meta.value, start, values[layer])
+            kind = "abk" if n == 1 and self.token_op == "abk" else "mem"
+            parts.value += [(kind, (layer, meta.value, start, values[layer]))
+                            for layer in layers]
         elif start + n < c.block_size:
             self._stage(meta)
-            assert meta.cz is not None
-            for layer in range(c.n_layers):
-                cz_parts.append(((layer, meta.cz.row, meta.cz.col0),
-                                 cmd.cz_writes(c, layer, meta.cz, start, values[layer])))
+            cz = meta.cz
+            assert cz is not None
+            parts.cz += [((layer, cz.row, cz.col0), (layer, cz, start, values[layer]))
+                         for layer in layers]
         else:
             full = np.zeros((c.n_layers, c.block_size, c.heads, c.d_head), dtype=np.uint16)
             if meta.shadow is not None:
                 full[:, :start] = meta.shadow[:, :start]
             full[:, start:] = values
-            target = out.value if start == 0 else out.commit
-            for layer in range(c.n_layers):
-                target += cmd.o1v_writes(c, layer, meta.value, 0, full[layer])
+            pieces = [(layer, meta.value, 0, full[layer]) for layer in layers]
+            if start == 0:
+                parts.value += [("mem", piece) for piece in pieces]
+            else:
+                parts.commit += pieces
 
     def _advance(self, meta: BlockMeta, start: int, n: int, values: np.ndarray) -> None:
         """Advance a block's metadata for a write: stage it in the CZ, or publish its O1V."""
@@ -340,16 +390,32 @@ class Runtime:
 
     # ------------------------------------------------------------------ attention
 
-    def _cached(self, request: int, layer: int, kind: str, build):
+    def _cached(self, request: int, layer: int, kind: str) -> tuple[asm.Template, object]:
         state = self._request(request)
         hit = self._cache.get((request, layer, kind))
         if hit is not None and hit[0] == state.version:
             return hit[1], hit[2]
-        if len(self._memo) > 65536:  # bound the memo; pieces are rebuilt on demand
-            self._memo.clear()
-        body, plan = build(state)
-        self._cache[(request, layer, kind)] = (state.version, body, plan)
-        return body, plan
+        c = self.config
+        if kind == "qk":
+            tp, plan = asm.qk_template(c, layer, [self.blocks[b].key for b in state.table])
+        else:
+            tp, plan = asm.sv_template(c, layer, [self._value_place(self.blocks[b])
+                                                  for b in state.table])
+        self._cache[(request, layer, kind)] = (state.version, tp, plan)
+        return tp, plan
+
+    def _batch(self, requests: list[int], layer: int, kind: str,
+               width: int) -> tuple[asm.Batch, list]:
+        """Return the batch of ``requests``' templates (rebuilt when a table changed)."""
+        key = (tuple((r, self._request(r).version) for r in requests), width)
+        hit = self._batches.get((layer, kind))
+        if hit is not None and hit[0] == key:
+            return hit[1], hit[2]
+        got = [self._cached(r, layer, kind) for r in requests]
+        batch = asm.Batch.of(self.config, [tp for tp, _ in got], width)
+        plans = [plan for _, plan in got]
+        self._batches[(layer, kind)] = (key, batch, plans)
+        return batch, plans
 
     def qk(self, request: int, layer: int,
            query: np.ndarray) -> tuple[list[Instruction], cmd.QkPlan]:
@@ -358,9 +424,19 @@ class Runtime:
         The plan's :meth:`~commands.QkPlan.decode` gives ``(heads, blocks * T)`` scores;
         index them with :meth:`token_index`.
         """
-        body, plan = self._cached(request, layer, "qk", lambda s: cmd.qk_body(
-            self.config, layer, [self.blocks[b].key for b in s.table], self._memo))
-        return cmd.qk_program(self.config, query, body), plan
+        prog, plans = self.qk_step([request], layer, query[None])
+        return prog.to_instructions(), plans[0]
+
+    def qk_step(self, requests: list[int], layer: int,
+                queries: np.ndarray) -> tuple[Program, list[cmd.QkPlan]]:
+        """Return one QK^T program for ``requests`` (in order) and each one's plan.
+
+        ``queries`` is ``(requests, heads, D)``. The program is each request's :meth:`qk`
+        program in turn, so its read-outs split by :meth:`~commands.QkPlan.readouts`.
+        """
+        c = self.config
+        batch, plans = self._batch(requests, layer, "qk", c.device.gb_columns * c.device.lanes)
+        return batch.fill(queries[:, :, None, :]), plans
 
     def _value_place(self, meta: BlockMeta) -> ValuePlace | CzPlace:
         return meta.cz if meta.cz is not None else meta.value
@@ -372,12 +448,30 @@ class Runtime:
         The plan's :meth:`~commands.SvPlan.decode` gives ``(heads, D)`` float32 outputs.
         """
         c = self.config
-        bodies, plan = self._cached(request, layer, "sv", lambda s: cmd.sv_body(
-            c, layer, [self._value_place(self.blocks[b]) for b in s.table], self._memo))
         state = self._request(request)
-        padded = np.zeros((c.heads, len(state.table) * c.block_size), dtype=np.uint16)
-        padded[:, self.token_index(request)] = probs
-        return cmd.sv_program(c, padded, bodies, plan), plan
+        padded = np.zeros((1, c.heads, len(state.table) * c.block_size), dtype=np.uint16)
+        padded[0][:, self.token_index(request)] = probs
+        prog, plans = self.sv_step([request], layer, padded)
+        return prog.to_instructions(), plans[0]
+
+    def sv_buffer(self, requests: list[int], layer: int, width: int) -> np.ndarray:
+        """Return zeroed ``(requests, heads, width)`` scores for :meth:`sv_step` to use in place.
+
+        Scores written into it become the SV program's payload without a copy.
+        """
+        return self._batch(requests, layer, "sv", width)[0].buffer()
+
+    def sv_step(self, requests: list[int], layer: int,
+                probs: np.ndarray) -> tuple[Program, list[cmd.SvPlan]]:
+        """Return one SV program for ``requests`` (in order) and each one's plan.
+
+        ``probs`` is ``(requests, heads, width)`` bf16 bits in table layout (token ``o`` of
+        table position ``k`` at ``k * T + o``), zero where no token was written; ``width`` is
+        at least every table's ``blocks * T``. The program is each request's :meth:`sv`
+        program in turn (read-outs split by :meth:`~commands.SvPlan.readouts`).
+        """
+        batch, plans = self._batch(requests, layer, "sv", probs.shape[2])
+        return batch.fill(probs), plans
 
     def placements(self, block_id: int) -> tuple[KeyPlace, ValuePlace | CzPlace]:
         """Return the visible Key and Value placements of a block."""

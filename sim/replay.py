@@ -20,6 +20,8 @@ from .schedule import TimedCommand
 __all__ = ["Returned", "replay"]
 
 _RETURNS = frozenset({Command.RD, Command.RDA, Command.RDMAC16, Command.RDAF16})
+#: Conventional accesses whose column a public ``R/W MEM`` line leaves unset.
+_UNADDRESSED_COLUMN = frozenset({Command.RD, Command.WR})
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,10 +46,13 @@ def replay(schedule: Iterable[TimedCommand], model: FunctionalModel) -> list[Ret
             if model.channels[cmd.channel].cfr[cfr] != value:
                 model.set_cfr(cfr, value, [cmd.channel])
         data = cmd.payload
+        col = cmd.col
+        if col < 0 and cmd.command in _UNADDRESSED_COLUMN:
+            col = 0  # R/W MEM without col= (the public format has no column): column 0
         value = model.execute(cmd.channel, cmd.command,
                               bank=cmd.bank if cmd.bank >= 0 else None,
                               row=cmd.row if cmd.row >= 0 else None,
-                              col=cmd.col if cmd.col >= 0 else None,
+                              col=col if col >= 0 else None,
                               data=data, mask=cmd.mask if data is not None else None)
         if cmd.command in _RETURNS:
             assert value is not None

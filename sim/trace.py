@@ -29,7 +29,8 @@ import numpy as np
 from .device import DEVICE, Device
 from .isa import CFR_RANGE, MASK_BITS, Cfr, Field, Instruction, Opcode
 
-__all__ = ["TraceError", "parse", "read", "format_line", "write", "dumps", "validate"]
+__all__ = ["TraceError", "DATA_COLUMNS", "parse", "read", "format_line", "write", "dumps",
+           "validate"]
 
 
 class TraceError(ValueError):
@@ -48,7 +49,7 @@ _HOST = {("R", "MEM"): Opcode.RD_MEM, ("W", "MEM"): Opcode.WR_MEM,
 _FIELD_ATTR = {Field.OPSIZE: "opsize", Field.GPR0: "gpr0", Field.GPR1: "gpr1",
                Field.CHANNEL_MASK: "channel_mask", Field.BANK: "bank", Field.ROW: "row"}
 #: Opcodes that may carry a payload, and how many columns of it (None: ``opsize`` columns).
-_DATA_COLUMNS: dict[Opcode, int | None] = {
+DATA_COLUMNS: dict[Opcode, int | None] = {
     Opcode.WR_GB: None, Opcode.WR_BIAS: 1, Opcode.WR_SBK: 1, Opcode.WR_ABK: 1,
     Opcode.WR_MEM: 1, Opcode.WR_GPR: 1,
 }
@@ -197,9 +198,9 @@ def validate(ins: Instruction, device: Device = DEVICE) -> None:
         if ins.mask >> device.lanes or ins.mask == 0:
             raise ValueError(f"mask {ins.mask:#x} must be a non-zero {device.lanes}-bit lane mask")
     if ins.data is not None:
-        if op not in _DATA_COLUMNS:
+        if op not in DATA_COLUMNS:
             raise ValueError(f"data= is not allowed on {op.value}")
-        columns = _DATA_COLUMNS[op] or ins.columns
+        columns = DATA_COLUMNS[op] or ins.columns
         if ins.data.shape != (columns * device.lanes,):
             raise ValueError(f"data= has {ins.data.size} words, {op.value} needs "
                              f"{columns * device.lanes} ({columns} x {device.lanes})")
