@@ -8,7 +8,9 @@ Pipeline (one command per cycle, issued in cycle ``t``):
   open row, global buffer);
 * cycle ``t + 1``: its writes happen (mats, global buffer, accumulators) and its read data
   enters the return pipeline. Every write happens one cycle after issue and every read port is
-  write-first, so commands observe each other strictly in issue order;
+  write-first, so commands observe each other strictly in issue order. A MAC or MAC16 copies
+  its operands into the MAC units' input registers in the middle of this cycle, on a gated
+  clock, and its result reaches the accumulators at the cycle's end;
 * cycle ``t + latency``: read data is on ``rdata`` (``TIMING.latency``: 52 cycles for RD,
   2 for RDMAC16).
 
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import importlib
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Array, Cat, ClockDomain, ClockSignal, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -216,10 +218,25 @@ class Channel(wiring.Component):
         with m.Elif(was(Command.RDCP)):
             m.d.comb += [gb.wr_en.eq(1), gb.wr_data.eq(bank_data), gb.wr_mask.eq(all_lanes)]
 
+        # MAC operands: copied in the middle of a cycle that executes a MAC or MAC16, on the
+        # rising edge of the gated clock ``~clk & mac_now`` (mac_now is a register output, so
+        # it is stable while clk is low). The MAC units only see these copies, so an
+        # event-driven simulator (Verilator) evaluates their logic only after such an edge,
+        # not every cycle; the result still reaches the accumulators at the cycle's end.
+        m.domains.mac = ClockDomain("mac", local=True, reset_less=True)
+        mac_now = Signal()
+        m.d.comb += [
+            mac_now.eq(was(Command.MAC16, Command.MAC)),
+            ClockSignal("mac").eq(~ClockSignal("sync") & mac_now),
+        ]
+        vector = Signal(p.width)
+        m.d.mac += vector.eq(gb.rd_data)
         for b in range(nb):
+            operand = Signal(p.width, name=f"operand{b}")
+            partial = Signal(32, name=f"partial{b}")
+            m.d.mac += [operand.eq(banks[b].rd_data), partial.eq(acc[b])]
             m.d.comb += [
-                macs[b].a.eq(banks[b].rd_data), macs[b].b.eq(gb.rd_data),
-                macs[b].acc.eq(acc[b]),
+                macs[b].a.eq(operand), macs[b].b.eq(vector), macs[b].acc.eq(partial),
                 readouts[b].acc.eq(acc[b]),
                 biases[b].bias.eq(word[b]),
             ]

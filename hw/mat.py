@@ -126,21 +126,32 @@ module {name} #(
                                  + {{{{ROW_BITS{{1'b0}}}}, rd_col}};
     wire [ADDR_BITS-1:0] wr_addr = {{{{COL_BITS{{1'b0}}}}, wr_row}} * STRIDE
                                  + {{{{ROW_BITS{{1'b0}}}}, wr_col}};
+    // Bit mask of the lanes a lane mask selects.
+    function automatic [LANES*16-1:0] lane_bits(input [LANES-1:0] mask);
+        integer k;
+        begin
+            for (k = 0; k < LANES; k = k + 1) lane_bits[16*k +: 16] = {{16{{mask[k]}}}};
+        end
+    endfunction
     integer i;
     initial begin
         for (i = 0; i < WORDS; i = i + 1) words[i] = {{(LANES*16){{1'b0}}}};
         rd_data = {{(LANES*16){{1'b0}}}};
     end
     // Every right-hand side sees the values before the edge; the bypass makes the read
-    // write-first.
+    // write-first. Whole words, and the lane merge only when there is a write: this runs
+    // every cycle in simulation.
     always @(posedge clk) begin
-        for (i = 0; i < LANES; i = i + 1) begin
-            if (wr_en && wr_mask[i] && wr_addr == rd_addr)
-                rd_data[16*i +: 16] <= wr_data[16*i +: 16];
+        if (wr_en) begin
+            words[wr_addr] <= (words[wr_addr] & ~lane_bits(wr_mask))
+                            | (wr_data & lane_bits(wr_mask));
+            if (wr_addr == rd_addr)
+                rd_data <= (words[rd_addr] & ~lane_bits(wr_mask))
+                         | (wr_data & lane_bits(wr_mask));
             else
-                rd_data[16*i +: 16] <= words[rd_addr][16*i +: 16];
-            if (wr_en && wr_mask[i])
-                words[wr_addr][16*i +: 16] <= wr_data[16*i +: 16];
+                rd_data <= words[rd_addr];
+        end else begin
+            rd_data <= words[rd_addr];
         end
     end
 endmodule

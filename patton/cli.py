@@ -7,6 +7,10 @@
     List every timing, bus and protocol violation in a timed schedule; exit 1 if there is any.
 ``patton runtime scenario [--model M] [--requests N] [--steps N] [--seed S] [--json]``
     Run a PATTON serving scenario on the functional and cycle models.
+``patton rtl run TRACE [--rows N] [--seed S] [--waves FILE] [--json]``
+    Run a trace on the RTL channel under Verilator and score it against the models.
+``patton rtl check SCHEDULE [--rows N] [--json]``
+    Replay a timed schedule on the RTL; compare its checker's verdict with the model's.
 ``patton hw verilog [--rows N] [--out DIR]``
     Write the RTL channel's Verilog and the DRAM mat macro.
 ``patton demo``
@@ -128,9 +132,11 @@ def parser() -> argparse.ArgumentParser:
     chk.set_defaults(func=_aim_check)
     from patton.hw import cli as hw_cli
     from patton.runtime import cli as runtime_cli
+    from patton.tb import cli as tb_cli
 
     hw_cli.add_parser(sub)
     runtime_cli.add_parser(sub)
+    tb_cli.add_parser(sub)
     demo = sub.add_parser("demo", help="GEMV on the device model, checked against NumPy")
     demo.add_argument("--rows", type=int, default=64, help="matrix rows per bank (default 64)")
     demo.add_argument("--seed", type=int, default=0)

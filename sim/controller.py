@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 
 from .device import Device
-from .isa import COMMAND_META, COMMAND_SCOPE, Command, Instruction, Opcode, Scope
+from .isa import COMMAND_META, COMMAND_SCOPE, Command, Instruction, Scope
 from .timing import TimingTable
 
 __all__ = ["Kind", "Request", "Issue", "ChannelController", "BUFFER_CAPACITY", "NEVER"]

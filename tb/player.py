@@ -36,6 +36,19 @@ _PLAYER = _HERE / "player.v"
 _PLAYER_TOP = "patton_player"
 #: Cycles the player runs after the last command: the longest read latency plus margin.
 _DRAIN = max(TIMING.latency.values()) + 8
+#: Verilator options. ``--no-public-flat-rw`` undoes the cocotb runner's ``--public-flat-rw``:
+#: with every signal public, Verilator must assume any of them may be written from outside,
+#: keeps every intermediate and re-evaluates all combinational logic on both clock edges
+#: (ten times slower here). Only ``clk`` and ``done`` are public (tb/player.v). ``-O2`` replaces the
+#: C++ default ``-Os`` of ``verilated.mk``.
+_BUILD_ARGS = ("-Wno-fatal", "-Wno-lint", "-Wno-style", "-O3", "--no-public-flat-rw",
+               "-CFLAGS", "-O2")
+#: Simulator environment: no pytest assertion rewriting of the modules the cocotb test imports
+#: (the player's test asserts nothing); it halves the simulator's start-up.
+_SIM_ENV = {"COCOTB_REWRITE_ASSERTION_FILES": ""}
+#: How tb/player.v splits a packed command into schedule-file fields (its parameters):
+#: ``{mask, data, head}``, head = every field below ``data``.
+_HEAD_BITS, _DATA_BITS, _MASK_BITS = 35, 256, 16
 
 
 def _offsets(layout) -> dict[str, tuple[int, int]]:
@@ -73,20 +86,36 @@ class PlayResult:
     seconds: float = 0.0  # wall time of the simulation (build excluded)
 
 
+def _lz4_headers() -> bool:
+    """Return True if the C++ compiler can find lz4.h (Verilator's FST writer needs it)."""
+    return any(Path(d, "lz4.h").exists() for d in ("/usr/include", "/usr/local/include"))
+
+
 class SchedulePlayer:
     """A Verilator build of the channel plus its schedule player.
 
     Args:
         params: channel organisation (few rows keep the mat arrays and builds small).
-        waves: dump an FST waveform of every replay (slower build and run).
+        waves: dump a waveform of every replay, ``"vcd"`` or ``"fst"`` (slower build and
+            run; ``None``: no waves). FST needs the LZ4 headers (Debian ``liblz4-dev``), which
+            a plain machine lacks; VCD needs nothing.
     """
 
-    def __init__(self, params: ChannelParams | None = None, *, waves: bool = False) -> None:
+    def __init__(self, params: ChannelParams | None = None, *,
+                 waves: str | None = None) -> None:
+        if waves not in (None, "vcd", "fst"):
+            raise ValueError(f"waves must be None, 'vcd' or 'fst', not {waves!r}")
         self.params = params if params is not None else ChannelParams(rows=64)
         self.waves = waves
         self._cmd = _offsets(command_layout(self.params))
         self._read = _offsets(read_layout(self.params))
         self._violation = _offsets(violation_layout())
+        split = {"data": (_HEAD_BITS, _DATA_BITS),
+                 "mask": (_HEAD_BITS + _DATA_BITS, _MASK_BITS)}
+        if any(self._cmd[name] != where for name, where in split.items()) \
+                or command_layout(self.params).size != _HEAD_BITS + _DATA_BITS + _MASK_BITS:
+            raise ValueError(f"{self.params}: the command layout {self._cmd} does not match "
+                             "tb/player.v's HEAD_BITS/DATA_BITS/MASK_BITS")
         self.build_seconds = 0.0
         self._build = self._compile()
 
@@ -110,12 +139,21 @@ class SchedulePlayer:
         from cocotb_tools.runner import get_runner
 
         sources = self._verilog() + [_PLAYER]
-        where = build_dir(_PLAYER_TOP + ("-waves" if self.waves else ""), *sources)
+        flags = hashlib.sha256(" ".join(_BUILD_ARGS).encode()).hexdigest()[:6]
+        where = build_dir(f"{_PLAYER_TOP}-{flags}" + (f"-{self.waves}" if self.waves else ""),
+                          *sources)
         runner = get_runner("verilator")
         started = time.perf_counter()
-        args = ["-Wno-fatal", "-Wno-lint", "-Wno-style", "-O3"]
-        runner.build(sources=sources, hdl_toplevel=_PLAYER_TOP, build_dir=where,
-                     build_args=args, waves=self.waves, always=False)
+        args = list(_BUILD_ARGS) + (["--trace-fst"] if self.waves == "fst" else [])
+        try:
+            runner.build(sources=sources, hdl_toplevel=_PLAYER_TOP, build_dir=where,
+                         build_args=args, waves=bool(self.waves), always=False)
+        except RuntimeError as error:
+            if self.waves == "fst" and not _lz4_headers():
+                raise RuntimeError("FST waveforms need the LZ4 headers (lz4.h; Debian package "
+                                   "liblz4-dev), which this machine lacks; use a .vcd file, "
+                                   "or install liblz4-dev") from error
+            raise
         self.build_seconds = time.perf_counter() - started
         self._runner = runner
         return where
@@ -157,14 +195,19 @@ class SchedulePlayer:
         work.mkdir(parents=True, exist_ok=True)
         sched_path, results_path = work / "schedule.hex", work / "results.hex"
         with open(sched_path, "w") as out:
+            head = (1 << _HEAD_BITS) - 1
+            data = (1 << _DATA_BITS) - 1
             for cmd in schedule:
-                out.write(f"{cmd.cycle:x} {self._pack(cmd):x}\n")
+                word = self._pack(cmd)
+                out.write(f"{cmd.cycle:x} {word >> (_HEAD_BITS + _DATA_BITS):x} "
+                          f"{word >> _HEAD_BITS & data:x} {word & head:x}\n")
         if results_path.exists():
             results_path.unlink()
         started = time.perf_counter()
         self._runner.test(hdl_toplevel=_PLAYER_TOP, test_module="patton.tb.cocotb_player",
                           build_dir=self._build, test_dir=work,
-                          results_xml=str(work / "results.xml"), waves=self.waves,
+                          results_xml=str(work / "results.xml"), waves=bool(self.waves),
+                          extra_env=_SIM_ENV,
                           plusargs=[f"+SCHEDULE={sched_path}", f"+RESULTS={results_path}",
                                     f"+DRAIN={_DRAIN}"])
         result = self._parse(results_path)

@@ -14,7 +14,7 @@ import pytest
 
 from patton.hw.params import ChannelParams
 from patton.sim.cycle_model import CycleModel
-from patton.sim.isa import Instruction, Opcode, channel_bit
+from patton.sim.isa import Instruction, Opcode
 from patton.sim.programs import KINDS, gemv_program, random_program
 
 pytestmark = pytest.mark.verilator
