@@ -141,7 +141,7 @@ def _check_trace_rows(program: Sequence[Instruction], rows: int, source: str) ->
             raise RowsError(f"{source}:{ins.line}: {ins.opcode.value} touches row {ins.row}, but "
                             f"the RTL channel is built with --rows {rows} (rows 0..{rows - 1}); "
                             f"pass --rows {_suggest(ins.row)} (a new row count is a new "
-                            "Verilator build, a few minutes the first time)")
+                            "Verilator build, about a minute the first time)")
 
 
 def _check_schedule_rows(commands: Sequence[TimedCommand], rows: int, source: str) -> None:
@@ -150,7 +150,7 @@ def _check_schedule_rows(commands: Sequence[TimedCommand], rows: int, source: st
             raise RowsError(f"{source}:{cmd.line}: {cmd.command.name} addresses row {cmd.row}, "
                             f"but the RTL channel is built with --rows {rows} "
                             f"(rows 0..{rows - 1}); pass --rows {_suggest(cmd.row)} (a new row "
-                            "count is a new Verilator build, a few minutes the first time)")
+                            "count is a new Verilator build, about a minute the first time)")
 
 
 def _signature(cmds: Sequence[TimedCommand]) -> tuple:
