@@ -275,6 +275,22 @@ def _activations(counts: dict[int, dict[str, int]]) -> int:
                for c in counts.values())
 
 
+def apply_lifecycle(rt: Runtime, event: tuple) -> bool:
+    """Apply an ``alloc``/``share``/``finish``/``evict`` event; return False for other kinds."""
+    kind = event[0]
+    if kind == "alloc":
+        rt.allocate(event[1], event[2])
+    elif kind == "share":
+        rt.share(event[1], event[2])
+    elif kind == "finish":
+        rt.finish(event[1])
+    elif kind == "evict":
+        rt.evict(event[1])
+    else:
+        return False
+    return True
+
+
 def execute(config: Config, log: list[Event], mode: Mode = Mode.PATTON, *, seed: int = 0,
             functional: bool = True, cycles: bool = False, placements: bool = True,
             token_op: str = "abk", model: FunctionalModel | None = None,
@@ -303,15 +319,9 @@ def execute(config: Config, log: list[Event], mode: Mode = Mode.PATTON, *, seed:
     eoc = Instruction(Opcode.EOC)
     for ev in log:
         kind = ev[0]
-        if kind == "alloc":
-            rt.allocate(ev[1], ev[2])
-        elif kind == "share":
-            rt.share(ev[1], ev[2])
-        elif kind == "finish":
-            rt.finish(ev[1])
-        elif kind == "evict":
-            rt.evict(ev[1])
-        elif kind in ("prefill", "decode"):
+        if apply_lifecycle(rt, ev):
+            continue
+        if kind in ("prefill", "decode"):
             items = []
             for bid, start, n, conv, pos0 in ev[1]:
                 if start == 0:

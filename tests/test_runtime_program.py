@@ -16,7 +16,7 @@ from patton.runtime.config import Config, ModelSpec
 from patton.runtime.lifecycle import Runtime
 from patton.runtime.metadata import CzPlace, Mode, ValuePlace
 from patton.runtime.program import Program, concat
-from patton.runtime.scenario import Tokens, generate
+from patton.runtime.scenario import Tokens, apply_lifecycle, generate
 from patton.sim.device import DEVICE
 from patton.sim.isa import Instruction, Opcode
 
@@ -95,15 +95,9 @@ def _replay(c: Config, mode: Mode, seed: int, token_op: str = "abk") -> int:
     compared = 0
     for ev in log:
         kind = ev[0]
-        if kind == "alloc":
-            rt.allocate(ev[1], ev[2])
-        elif kind == "share":
-            rt.share(ev[1], ev[2])
-        elif kind == "finish":
-            rt.finish(ev[1])
-        elif kind == "evict":
-            rt.evict(ev[1])
-        elif kind in ("prefill", "decode"):
+        if apply_lifecycle(rt, ev):
+            continue
+        if kind in ("prefill", "decode"):
             items = [(bid, start, *data.span(conv, pos0, n))
                      for bid, start, n, conv, pos0 in ev[1]]
             shadows = {bid: None if rt.blocks[bid].shadow is None
