@@ -16,7 +16,9 @@ every violation:
     an ACT to an open bank, an ACT16 while a bank has another row open, or a command in the wrong register mode (WRGB, WRMAC16, RDMAC16 and
     RDAF16 need the register mode that TMOD toggles; everything else needs normal mode).
 
-Legal schedules produce an empty list; the controller's own schedules always do.
+A command with a protocol error changes no row or mode state (as in the RTL channel, which
+refuses it) but still counts as an issue for later timing rules. Legal schedules produce an
+empty list; the controller's own schedules always do.
 """
 
 from __future__ import annotations
@@ -113,7 +115,11 @@ def verify(schedule: Iterable[TimedCommand], device: Device = DEVICE,
 
 
 def _protocol(ch: _Channel, cmd: TimedCommand) -> str:
-    """Apply ``cmd`` to the channel's row and mode state; return what was illegal, if any."""
+    """Apply ``cmd`` to the channel's row and mode state; return what was illegal, if any.
+
+    An illegal command changes no state (the RTL channel does not execute it either); it still
+    counts as an issue for the timing rules.
+    """
     c = cmd.command
     if c == Command.TMOD:
         ch.reg_mode = not ch.reg_mode
@@ -122,18 +128,18 @@ def _protocol(ch: _Channel, cmd: TimedCommand) -> str:
         return f"{c.name} issued in {'register' if ch.reg_mode else 'normal'} mode"
     rows = ch.open_row
     if c == Command.ACT:
-        problem = f"bank {cmd.bank} already open on row {rows[cmd.bank]}" \
-            if rows[cmd.bank] >= 0 else ""
+        if rows[cmd.bank] >= 0:
+            return f"bank {cmd.bank} already open on row {rows[cmd.bank]}"
         rows[cmd.bank] = cmd.row
-        return problem
+        return ""
     if c == Command.ACT16:
         # Re-activating the row a bank already has open is what the public controller does
         # when only some banks are open on the target row; another row is a conflict.
         other = [b for b, r in enumerate(rows) if r >= 0 and r != cmd.row]
-        problem = f"ACT16 row {cmd.row} with bank {other[0]} open on row {rows[other[0]]}" \
-            if other else ""
+        if other:
+            return f"ACT16 row {cmd.row} with bank {other[0]} open on row {rows[other[0]]}"
         rows[:] = [cmd.row] * len(rows)
-        return problem
+        return ""
     if c == Command.PRE:
         rows[cmd.bank] = -1
         return ""
@@ -153,7 +159,7 @@ def _protocol(ch: _Channel, cmd: TimedCommand) -> str:
             problem = f"all banks have row {rows[0]} open, not {cmd.row}"
         else:
             problem = ""
-        if c == Command.WRA16:
+        if c == Command.WRA16 and not problem:
             rows[:] = [-1] * len(rows)
         return problem
     return ""

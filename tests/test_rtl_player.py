@@ -93,3 +93,20 @@ def test_mutated_schedules_get_the_models_verdict(player):
         assert verdict.agree, (legal[i], verdict.rtl_timing ^ verdict.model_timing)
         flagged += bool(verdict.model_timing)
     assert flagged >= 3  # most moves break a rule; the test must see some
+
+
+def test_dropped_commands_get_the_models_verdict(player):
+    from patton.tb.scoreboard import score
+
+    rng = np.random.default_rng(21)
+    legal = _channel0(random_program(rng, 40, channels=1, rows=3, data=True, kinds=RTL_KINDS,
+                                     broadcast=False))
+    flagged = 0
+    for k in range(10):
+        i = int(rng.integers(len(legal)))
+        dropped = legal[:i] + legal[i + 1:]
+        verdict = score(dropped, player.play(dropped, f"drop{k}"), values=False)
+        assert verdict.agree, (legal[i], verdict.rtl_timing ^ verdict.model_timing,
+                               verdict.rtl_protocol ^ verdict.model_protocol)
+        flagged += verdict.model_violations > 0
+    assert flagged >= 2  # dropping an ACT, PRE or TMOD breaks what follows
