@@ -12,6 +12,7 @@ columnar form (the runtime's path); these list builders are its reference.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -65,24 +66,34 @@ def _by_dim(cfg: Config, values: np.ndarray, g: int, start: int) -> np.ndarray:
     return words
 
 
-def cz_writes(cfg: Config, layer: int, cz: CzPlace, start: int,
-              values: np.ndarray) -> list[Instruction]:
-    """Write Value tokens ``start ..`` (``(n, heads, D)``) into a CZ slot (lane = token).
+def _value_bursts(cfg: Config, values: np.ndarray, start: int, mask: int | None,
+                  where: Callable[[int], tuple[int, int]]) -> list[Instruction]:
+    """Return one ``W MEM`` burst per head, channel, Value row ``i`` and bank.
 
-    Per channel this touches one CRS row: ``Rv`` masked bursts in each of the 16 banks.
+    ``where(i)`` gives the (DRAM row, column) that Value row ``i`` of the block lands in.
     """
-    mask = _lanes(start, values.shape[0])
-    row = cfg.row(layer, cz.row)
     out = []
     for g in range(cfg.heads):
         words = _by_dim(cfg, values, g, start)
         for p in range(cfg.ch_per_head):
             ch = cfg.channel(g, p)
             for i in range(cfg.v_rows):
+                row, col = where(i)
                 for b in range(cfg.device.banks):
-                    out.append(Instruction(_W, channel=ch, bank=b, row=row, col=cz.col0 + i,
+                    out.append(Instruction(_W, channel=ch, bank=b, row=row, col=col,
                                            data=words[p, i, b], mask=mask))
     return out
+
+
+def cz_writes(cfg: Config, layer: int, cz: CzPlace, start: int,
+              values: np.ndarray) -> list[Instruction]:
+    """Write Value tokens ``start ..`` (``(n, heads, D)``) into a CZ slot (lane = token).
+
+    Per channel this touches one CRS row: ``Rv`` masked bursts in each of the 16 banks.
+    """
+    row = cfg.row(layer, cz.row)
+    return _value_bursts(cfg, values, start, _lanes(start, values.shape[0]),
+                         lambda i: (row, cz.col0 + i))
 
 
 def o1v_writes(cfg: Config, layer: int, value: ValuePlace, start: int,
@@ -94,17 +105,8 @@ def o1v_writes(cfg: Config, layer: int, value: ValuePlace, start: int,
     """
     n = values.shape[0]
     mask = None if n == cfg.device.lanes else _lanes(start, n)
-    out = []
-    for g in range(cfg.heads):
-        words = _by_dim(cfg, values, g, start)
-        for p in range(cfg.ch_per_head):
-            ch = cfg.channel(g, p)
-            for i in range(cfg.v_rows):
-                row = cfg.row(layer, value.row0 + i)
-                for b in range(cfg.device.banks):
-                    out.append(Instruction(_W, channel=ch, bank=b, row=row, col=value.col,
-                                           data=words[p, i, b], mask=mask))
-    return out
+    return _value_bursts(cfg, values, start, mask,
+                         lambda i: (cfg.row(layer, value.row0 + i), value.col))
 
 
 def o1v_token_writes(cfg: Config, layer: int, value: ValuePlace, t: int,
