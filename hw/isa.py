@@ -11,7 +11,7 @@ import types
 from amaranth.hdl import unsigned
 from amaranth.lib import data, enum
 
-from ..sim.isa import Command
+from ..sim.isa import ALL_ROWS_COMMANDS, BANK_ROW_COMMANDS, REG_MODE_COMMANDS, Command
 from ..sim.timing import TIMING
 from .params import ChannelParams
 
@@ -41,11 +41,11 @@ IMPLEMENTED = frozenset({
 #: Commands rejected with a protocol error (everything else in the ISA).
 REJECTED = frozenset(Command) - IMPLEMENTED
 #: Commands that need the register mode TMOD toggles; all others need normal mode.
-REG_MODE = frozenset({Command.WRGB, Command.WRMAC16, Command.RDMAC16, Command.RDAF16})
+REG_MODE = REG_MODE_COMMANDS
 #: Single-bank column commands: the bank must be open, on the row the command names.
-BANK_ROW = frozenset({Command.RD, Command.WR, Command.MAC, Command.RDCP, Command.WRCP})
+BANK_ROW = BANK_ROW_COMMANDS & IMPLEMENTED
 #: All-bank column commands: every bank must be open on the row the command names.
-ALL_ROWS = frozenset({Command.MAC16, Command.WRA16})
+ALL_ROWS = ALL_ROWS_COMMANDS & IMPLEMENTED
 #: Commands that address one bank (timing rules of the bank group and bank levels apply).
 BANKED = frozenset({Command.ACT, Command.PRE}) | BANK_ROW
 

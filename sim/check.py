@@ -13,8 +13,9 @@ every violation:
 ``protocol``
     a command that is illegal in the current state: a column command to a closed bank or to a
     row other than the open one, an all-bank command without the same row open in all banks,
-    an ACT to an open bank, an ACT16 while a bank has another row open, or a command in the wrong register mode (WRGB, WRMAC16, RDMAC16 and
-    RDAF16 need the register mode that TMOD toggles; everything else needs normal mode).
+    an ACT to an open bank, an ACT16 while a bank has another row open, or a command in the
+    wrong register mode (WRGB, WRMAC16, RDMAC16 and RDAF16 need the register mode that TMOD
+    toggles; everything else needs normal mode).
 
 A command with a protocol error changes no row or mode state (as in the RTL channel, which
 refuses it) but still counts as an issue for later timing rules. Legal schedules produce an
@@ -27,16 +28,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .device import DEVICE, Device
-from .isa import COMMAND_SCOPE, Command, Scope
+from .isa import (
+    ALL_ROWS_COMMANDS, BANK_ROW_COMMANDS, COMMAND_SCOPE, REG_MODE_COMMANDS, Command, Scope,
+)
 from .schedule import TimedCommand
 from .timing import TIMING, TimingTable
 
 __all__ = ["Violation", "verify"]
-
-_REG_MODE = frozenset({Command.WRGB, Command.WRMAC16, Command.RDMAC16, Command.RDAF16})
-_BANK_ROW = frozenset({Command.RD, Command.WR, Command.RDA, Command.WRA, Command.MAC,
-                       Command.RDCP, Command.WRCP})
-_ALL_ROWS = frozenset({Command.MAC16, Command.EWMUL16, Command.AF16, Command.WRA16})
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +122,7 @@ def _protocol(ch: _Channel, cmd: TimedCommand) -> str:
     if c == Command.TMOD:
         ch.reg_mode = not ch.reg_mode
         return ""
-    if (c in _REG_MODE) != ch.reg_mode:
+    if (c in REG_MODE_COMMANDS) != ch.reg_mode:
         return f"{c.name} issued in {'register' if ch.reg_mode else 'normal'} mode"
     rows = ch.open_row
     if c == Command.ACT:
@@ -146,13 +144,13 @@ def _protocol(ch: _Channel, cmd: TimedCommand) -> str:
     if c == Command.PREA:
         rows[:] = [-1] * len(rows)
         return ""
-    if c in _BANK_ROW:
+    if c in BANK_ROW_COMMANDS:
         if rows[cmd.bank] < 0:
             return f"bank {cmd.bank} is closed"
         if cmd.row >= 0 and rows[cmd.bank] != cmd.row:
             return f"bank {cmd.bank} has row {rows[cmd.bank]} open, not {cmd.row}"
         return ""
-    if c in _ALL_ROWS:
+    if c in ALL_ROWS_COMMANDS:
         if any(r < 0 for r in rows) or len(set(rows)) != 1:
             problem = "needs the same row open in all banks"
         elif cmd.row >= 0 and rows[0] != cmd.row:

@@ -30,7 +30,10 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 
 from .device import Device
-from .isa import COMMAND_META, COMMAND_SCOPE, Command, Instruction, Scope
+from .isa import (
+    ALL_ROWS_COMMANDS, BANK_ROW_COMMANDS, COMMAND_META, COMMAND_SCOPE, Command, Instruction,
+    Scope,
+)
 from .timing import TimingTable
 
 __all__ = ["Kind", "Request", "Issue", "ChannelController", "BUFFER_CAPACITY", "NEVER"]
@@ -46,10 +49,8 @@ _N = len(Command)
 _ACT, _PRE, _PREA, _ACT16, _TMOD = (int(Command.ACT), int(Command.PRE), int(Command.PREA),
                                     int(Command.ACT16), int(Command.TMOD))
 _WRA16 = int(Command.WRA16)
-_BANK_PREQ = frozenset(int(c) for c in (Command.RD, Command.WR, Command.RDA, Command.WRA,
-                                        Command.RDCP, Command.WRCP, Command.MAC))
-_ALL_ROWS_PREQ = frozenset(int(c) for c in (Command.WRA16, Command.MAC16, Command.AF16,
-                                            Command.EWMUL16))
+_BANK_PREQ = frozenset(int(c) for c in BANK_ROW_COMMANDS)
+_ALL_ROWS_PREQ = frozenset(int(c) for c in ALL_ROWS_COMMANDS)
 _CLOSING = tuple(COMMAND_META[Command(c)].closing for c in range(_N))
 _OPENING = tuple(COMMAND_META[Command(c)].opening for c in range(_N))
 _CHANNEL_SCOPED = tuple(COMMAND_SCOPE[Command(c)] == Scope.CHANNEL for c in range(_N))

@@ -48,7 +48,8 @@ import numpy as np
 from . import datapath as dp
 from .device import AF_ROW_BASE, DEVICE, Device
 from .isa import (
-    CFR_RANGE, CFR_RESET, COMMAND_SCOPE, Cfr, Command, Instruction, Opcode, Scope,
+    ALL_ROWS_COMMANDS, BANK_ROW_COMMANDS, CFR_RANGE, CFR_RESET, COMMAND_SCOPE, Cfr, Command,
+    Instruction, Opcode, Scope,
 )
 
 __all__ = ["ProtocolError", "ChannelState", "Readout", "FunctionalModel"]
@@ -57,10 +58,9 @@ _CLOSED = -1
 #: Number of activation-function LUT rows (AFM ids) above :data:`AF_ROW_BASE`.
 _AF_ROWS = CFR_RANGE[Cfr.AFM][1] + 1
 #: Single-bank commands that need their bank's row open.
-_BANK_ACCESS = frozenset({Command.RD, Command.WR, Command.RDA, Command.WRA, Command.MAC,
-                          Command.RDCP, Command.WRCP})
+_BANK_ACCESS = BANK_ROW_COMMANDS
 #: All-bank commands that need the same row open in every bank.
-_ALL_ACCESS = frozenset({Command.MAC16, Command.EWMUL16, Command.WRA16, Command.AF16})
+_ALL_ACCESS = ALL_ROWS_COMMANDS
 #: Channel-scope commands that still address a column.
 _COLUMN_ALL = frozenset({Command.MAC16, Command.EWMUL16, Command.WRA16, Command.WRGB})
 #: Commands whose data argument is a 16-word host payload.

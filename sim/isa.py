@@ -27,6 +27,7 @@ import numpy as np
 
 __all__ = [
     "Command", "Scope", "CommandMeta", "COMMAND_SCOPE", "COMMAND_META",
+    "BANK_ROW_COMMANDS", "ALL_ROWS_COMMANDS", "REG_MODE_COMMANDS",
     "Opcode", "Field", "OpcodeInfo", "OPCODE_INFO", "Cfr", "Instruction",
     "channel_bit", "mask_channels",
 ]
@@ -116,6 +117,15 @@ COMMAND_META: dict[Command, CommandMeta] = {
     Command.EOC: _M(False, False, False),
 }
 del _M
+
+#: Single-bank column commands: their bank must be open on their row (else PRE/ACT first).
+BANK_ROW_COMMANDS = frozenset({Command.RD, Command.WR, Command.RDA, Command.WRA, Command.MAC,
+                               Command.RDCP, Command.WRCP})
+#: All-bank commands: every bank must be open on their row (else PREA/ACT16 first).
+ALL_ROWS_COMMANDS = frozenset({Command.MAC16, Command.EWMUL16, Command.AF16, Command.WRA16})
+#: Commands that need the register read/write mode (TMOD toggles it); all others need normal.
+REG_MODE_COMMANDS = frozenset({Command.WRGB, Command.WRMAC16, Command.RDMAC16,
+                               Command.RDAF16})
 
 #: Commands that address one bank (they carry a bank index in a schedule).
 BANK_COMMANDS = frozenset(c for c, s in COMMAND_SCOPE.items() if s >= Scope.BANK)
