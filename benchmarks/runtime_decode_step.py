@@ -1,23 +1,40 @@
 """How long PATTON takes to place and assemble one decode step, next to the device's time.
 
-Llama-3-8B, one layer (every layer is laid out alike), 32 requests with 2,048 tokens each
-(128 full blocks). One decode step appends token 2,049 to every request: a new block is bound
-(allocation), the Key and Value of the token are written (CZ), then one QK^T and one SV program
-are assembled for all requests (:meth:`Runtime.qk_step`, :meth:`Runtime.sv_step`; the scores
-come in table layout, as QK^T returns them). A second step (token 2,050, no allocation) shows
-the steady state (best of ``--steady`` consecutive steps). Assembly builds columnar programs
-(:class:`patton.runtime.program.Program`); expanding them to ``Instruction`` objects, which the
-cycle model, the functional model and the trace writer take, is timed separately. Times are the best of 3 in Python (the set-up's objects
-frozen out of the garbage collector's scans, as a long-running server would); the programs run
-on the cycle model (0.5 ns per cycle).
+Llama-3-8B, one layer (every layer is laid out alike), 32 requests, set up with 2,031 tokens
+each; ``--warm`` (16) untimed decode steps, one block's worth, bring them to 2,047 tokens (127
+full blocks and one of 15 tokens in its Commit Zone slot) with the runtime's caches and the
+memory allocator in the state of a server that has been decoding. Decode steps then run back
+to back, as an engine's decode loop calls the runtime:
 
-SV takes the scores in an array from :meth:`Runtime.sv_buffer` (row "buffer": it stands for
-the caller's own zeroed score array, and at a boundary it also lays out the step's templates),
-which becomes the program's payload; row "sv" times :meth:`Runtime.sv_step` on it. Row "sv
-copy" passes the scores as an ordinary array, which ``sv_step`` copies into the payload.
+* "commit": token 2,048 fills every last block, which is committed to its O1V (the SV
+  programs change: a CZ block becomes part of an O1V run);
+* "boundary": token 2,049 binds a new block per request (allocation; the QK^T and SV
+  programs grow by one block, the token goes to a new CZ slot);
+* "steady": tokens 2,050 .. (no allocation), best of ``--steady`` consecutive steps.
+
+Each step times: "place" (what an engine does to pick each request's block: bind a new one
+when the last is full), "writes" (:meth:`Runtime.append`: the Key and Value programs of the
+step's tokens), "qk" (:meth:`Runtime.qk_step` for all requests), "buffer"
+(:meth:`Runtime.sv_buffer`: the zeroed score array, in table layout, that becomes the SV
+payload; it stands for the caller's own score array, and when a table changed it includes
+laying out the SV batch), "sv" (:meth:`Runtime.sv_step` on it) and "sv copy" (``sv_step`` on
+an ordinary array, which it copies). The step's "total" is place + writes + qk + sv, and
+"+buffer" adds the buffer (which holds the SV layout work at a step that changed a table).
+The model's Keys, Values, query and scores are made outside the timed regions. Times are the
+best of 3 runs in Python (the set-up's objects frozen out of the garbage collector's scans, as
+a long-running server would). With ``--cold``, a 64 MB pass evicts the CPU caches before every timed phase (the worst
+case: a host that did unrelated work in between). With ``--stagger``, the requests' last
+blocks are at every fill level (request ``r`` is ``(r * 16 / requests) % 16`` tokens behind),
+as in a server whose requests arrived at different times: every step then binds a block in two
+requests and commits two others ("staggered", best of ``--steady`` steps).
+
+Assembly builds columnar programs (:class:`patton.runtime.program.Program`). Expanding them to
+``Instruction`` objects, which the cycle model, the functional model and the trace writer take
+(an engine does not), is timed once per step kind after the runs, outside the decode loop, and
+the programs run on the cycle model (0.5 ns per cycle) for the device time.
 
     python benchmarks/runtime_decode_step.py [--requests 32] [--tokens 2048] [--steady 4]
-        [--no-cycles]
+        [--warm 16] [--cold] [--stagger] [--no-cycles]
 """
 
 from __future__ import annotations
@@ -25,74 +42,95 @@ from __future__ import annotations
 import argparse
 import gc
 import time
+from collections.abc import Callable
 
 import numpy as np
 
 from patton.runtime.config import Config, model
 from patton.runtime.lifecycle import Runtime
+from patton.runtime.program import Program
 from patton.sim.cycle_model import CycleModel
 from patton.sim.isa import Instruction, Opcode
 
+PHASES = ("place", "writes", "qk", "buffer", "sv", "sv copy")
 
-def build(requests: int, tokens: int) -> Runtime:
+
+def build(requests: int, tokens: int, stagger: bool = False) -> Runtime:
+    """Return a runtime holding ``tokens - 1`` tokens per request (data already in place).
+
+    With ``stagger``, request ``r`` holds ``(r * T // requests) % T`` tokens fewer, so the
+    requests' last blocks are at every fill level and each step binds and commits a few.
+    """
     c = Config(model("llama3-8b"), layers=1)
     rt = Runtime(c)
+    t = c.block_size
+    have = [tokens - 1 - ((r * t // requests) % t if stagger else 0) for r in range(requests)]
     bid = 0
-    zeros = np.zeros((1, 16, c.heads, c.d_head), dtype=np.uint16)
-    for block in range(tokens // 16):
+    for block in range(-(-max(have) // t)):
         for req in range(requests):
+            n = min(t, have[req] - block * t)
+            if n <= 0:
+                continue
+            zeros = np.zeros((1, n, c.heads, c.d_head), dtype=np.uint16)
             rt.allocate(req, bid)
             rt.write_many([(bid, 0, zeros, zeros)], emit=False)
             bid += 1
     return rt
 
 
-def step(rt: Runtime, requests: int, next_id: int, rng: np.random.Generator) -> dict:
+class Timer:
+    """Times named phases, optionally evicting the CPU caches before each."""
+
+    def __init__(self, cold: bool) -> None:
+        self.times: dict[str, float] = {}
+        self._junk = np.ones(8 << 20) if cold else None  # 64 MB
+
+    def __call__(self, name: str, fn: Callable[[], object]) -> object:
+        if self._junk is not None:
+            self._junk.sum()
+        start = time.perf_counter()
+        out = fn()
+        self.times[name] = time.perf_counter() - start
+        return out
+
+
+def step(rt: Runtime, requests: int, next_id: int, rng: np.random.Generator,
+         timer: Timer) -> tuple[dict[str, Program], int]:
+    """Run one decode step; return its programs (valid until the next step) and next id."""
     c = rt.config
     reqs = list(range(requests))
-    t: dict[str, float] = {}
-    start = time.perf_counter()
-    items = []
-    kv = rng.integers(0x3000, 0x4000, (2, 1, 1, c.heads, c.d_head)).astype(np.uint16)
-    for req in reqs:
-        table = rt.requests[req].table
-        last = rt.blocks[table[-1]]
-        if last.full:
-            rt.allocate(req, next_id)
-            items.append((next_id, 0, kv[0], kv[1]))
-            next_id += 1
-        else:
-            items.append((last.block_id, last.filled, kv[0], kv[1]))
-    t["place"] = time.perf_counter() - start
-    start = time.perf_counter()
-    w = rt.write_program(items)
-    t["writes"] = time.perf_counter() - start
-    progs = {"writes": [w.key, w.value, w.commit]}
-    query = rng.integers(0x3000, 0x4000, (requests, c.heads, c.d_head)).astype(np.uint16)
-    start = time.perf_counter()
-    progs["qk"] = rt.qk_step(reqs, 0, query)[0]
-    t["qk"] = time.perf_counter() - start
+    # the model's Keys, Values and query of this step (not timed)
+    kv = rng.integers(0x3000, 0x4000, (2, requests, c.n_layers, c.heads, c.d_head),
+                      dtype=np.uint16)
+    query = rng.integers(0x3000, 0x4000, (requests, c.heads, c.d_head), dtype=np.uint16)
+
+    def place() -> list[int]:
+        nonlocal next_id
+        ids = []
+        for req in reqs:
+            last = rt.blocks[rt.requests[req].table[-1]]
+            if last.full:
+                rt.allocate(req, next_id)
+                ids.append(next_id)
+                next_id += 1
+            else:
+                ids.append(last.block_id)
+        return ids
+
+    ids = timer("place", place)
+    progs: dict[str, Program] = {}
+    w = timer("writes", lambda: rt.append(ids, kv[0], kv[1]))
+    progs["writes"] = w.all  # a copy (concatenated), not timed
+    progs["qk"] = timer("qk", lambda: rt.qk_step(reqs, 0, query))[0]
     width = max(len(rt.requests[r].table) for r in reqs) * c.block_size
     probs = np.zeros((requests, c.heads, width), dtype=np.uint16)
-    for k, req in enumerate(reqs):
+    for k, req in enumerate(reqs):  # the caller's softmax output (not timed)
         probs[k][:, rt.token_index(req)] = 0x3800
-    start = time.perf_counter()
-    buf = rt.sv_buffer(reqs, 0, width)  # allocated where the program reads the scores
-    t["buffer"] = time.perf_counter() - start
-    buf[:] = probs  # the caller's softmax output (not timed)
-    start = time.perf_counter()
-    progs["sv"] = rt.sv_step(reqs, 0, buf)[0]
-    t["sv"] = time.perf_counter() - start
-    start = time.perf_counter()
-    progs["sv copy"] = rt.sv_step(reqs, 0, probs)[0]  # batch reused from "sv"
-    t["sv copy"] = time.perf_counter() - start
-    lists = {}
-    for key, prog in progs.items():
-        start = time.perf_counter()
-        lists[key] = [i for p in prog for i in p.to_instructions()] if isinstance(prog, list) \
-            else prog.to_instructions()
-        t[key + "_expand"] = time.perf_counter() - start
-    return {"times": t, "programs": lists, "next_id": next_id}
+    buf = timer("buffer", lambda: rt.sv_buffer(reqs, 0, width))
+    buf[:] = probs
+    progs["sv"] = timer("sv", lambda: rt.sv_step(reqs, 0, buf))[0]
+    progs["sv copy"] = timer("sv copy", lambda: rt.sv_step(reqs, 0, probs))[0]
+    return progs, next_id
 
 
 def main() -> None:
@@ -100,42 +138,69 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=32)
     ap.add_argument("--tokens", type=int, default=2048)
     ap.add_argument("--steady", type=int, default=4, help="steady steps per run (best of)")
+    ap.add_argument("--warm", type=int, default=16,
+                    help="untimed decode steps before the timed ones (one block's worth)")
+    ap.add_argument("--cold", action="store_true", help="evict the caches before each phase")
+    ap.add_argument("--stagger", action="store_true",
+                    help="requests at every fill level: each step binds and commits a few")
     ap.add_argument("--no-cycles", action="store_true")
     args = ap.parse_args()
     rng = np.random.default_rng(0)
     best: dict[str, dict[str, float]] = {}
+    kept: dict[str, dict[str, Program]] = {}
     for _ in range(3):
-        rt = build(args.requests, args.tokens)
+        rt = build(args.requests, args.tokens - args.warm, args.stagger)
+        c = rt.config
+        reqs = list(range(args.requests))
+        # the previous step built the attention programs of these tables
+        width = max(len(rt.requests[r].table) for r in reqs) * c.block_size
+        rt.qk_step(reqs, 0, np.zeros((args.requests, c.heads, c.d_head), np.uint16))
+        rt.sv_step(reqs, 0, rt.sv_buffer(reqs, 0, width))
+        next_id = 10**6
+        for _ in range(args.warm):  # the server has been running: untimed decode steps
+            next_id = step(rt, args.requests, next_id, rng, Timer(False))[1]
         gc.collect()
         gc.freeze()  # the long-lived metadata is not rescanned by every young collection
-        next_id = 10**6
-        # the previous step built the attention programs of these tables
-        rt.qk_step(list(range(args.requests)), 0,
-                   np.zeros((args.requests, rt.config.heads, rt.config.d_head), np.uint16))
-        runs = {}
-        for name, steps in (("boundary", 1), ("steady", args.steady)):
+        kinds = (("staggered", args.steady),) if args.stagger else \
+            (("commit", 1), ("boundary", 1), ("steady", args.steady))
+        for name, steps in kinds:
             for _ in range(steps):
-                r = step(rt, args.requests, next_id, rng)
-                next_id = r["next_id"]
-                runs[name] = r
-                for k, v in r["times"].items():
+                timer = Timer(args.cold)
+                progs, next_id = step(rt, args.requests, next_id, rng, timer)
+                kept[name] = {k: p.with_data(p.data.copy()) for k, p in progs.items()}
+                for k, v in timer.times.items():
                     best.setdefault(name, {})[k] = min(best.get(name, {}).get(k, 1e9), v)
+        gc.unfreeze()
     cm = CycleModel()
     eoc = [Instruction(Opcode.EOC)]
-    print(f"Llama-3-8B, 1 layer, {args.requests} requests x {args.tokens} tokens")
+    print(f"Llama-3-8B, 1 layer, {args.requests} requests x {args.tokens} tokens"
+          f"{', caches evicted before each phase' if args.cold else ''}")
     print(f"{'step':9} {'phase':7} {'instr':>7} {'assemble ms':>11} {'expand ms':>9} "
           f"{'device us':>9} {'assemble/device':>15}")
-    for name, r in runs.items():
+    for name, progs in kept.items():
         tt = best[name]
-        print(f"{name:9} {'place':7} {'':7} {tt['place'] * 1e3:11.3f}")
-        print(f"{name:9} {'buffer':7} {'':7} {tt['buffer'] * 1e3:11.3f}")
-        for phase in ("writes", "qk", "sv", "sv copy")[:3 if name == "boundary" else 4]:
-            prog = r["programs"][phase]
-            cyc = cm.run(prog + eoc).cycles if not args.no_cycles else 0
+        total = sum(tt[p] for p in ("place", "writes", "qk", "sv"))
+        device = 0.0
+        for phase in PHASES:
+            prog = progs.get(phase)
+            if prog is None:
+                print(f"{name:9} {phase:7} {'':7} {tt[phase] * 1e3:11.3f}")
+                continue
+            start = time.perf_counter()
+            insts = prog.to_instructions()
+            expand = time.perf_counter() - start
+            cyc = cm.run(insts + eoc).cycles if not args.no_cycles else 0
             dev = cyc * 0.5e-3
+            if phase != "sv copy":
+                device += dev
             ratio = f"{tt[phase] * 1e6 / dev:15.2f}" if dev else ""
             print(f"{name:9} {phase:7} {len(prog):7d} {tt[phase] * 1e3:11.3f} "
-                  f"{tt[phase + '_expand'] * 1e3:9.2f} {dev:9.1f} {ratio}")
+                  f"{expand * 1e3:9.2f} {dev:9.1f} {ratio}")
+        for label, t, what in (("total", total, "place + writes + qk + sv"),
+                               ("+buffer", total + tt["buffer"], "and the SV buffer")):
+            ratio = f"{t * 1e6 / device:15.2f}" if device else ""
+            print(f"{name:9} {label:7} {'':7} {t * 1e3:11.3f} {'':9} {device:9.1f} {ratio}"
+                  f"   ({what})")
 
 
 if __name__ == "__main__":

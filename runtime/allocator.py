@@ -52,23 +52,28 @@ class Allocator:
         self.rr = 0  # round-robin pointer for channel ties
         self.open_k: dict[int, int] = {}  # request -> its open O2K
         self.open_v: dict[int, int] = {}  # request -> its open O2V
+        # per group-relative channel p: the bitmap of O1K indices s with s % P == p
+        self._lanes = [sum(1 << s for s in range(p, c.n_o1p2, c.ch_per_head))
+                       for p in range(c.ch_per_head)]
 
     # ------------------------------------------------------------------ choose
 
     def _key_slot(self, o2: Order2 | None) -> int:
-        """Return the O1K index to bind: Case Ch first (least-used channel), then C."""
+        """Return the O1K index to bind: Case Ch first (least-used channel), then C.
+
+        Among free indices it minimises (bound O1Ks of the O2K on the index's channel, the
+        channel's load, round-robin distance, index): per channel only the lowest free index
+        can win, so each channel is looked at once.
+        """
         p_count = self.config.ch_per_head
         used = 0 if o2 is None else o2.used
         best, best_key = -1, None
-        per_channel = [0] * p_count
-        for s in range(self.config.n_o1p2):
-            if used >> s & 1:
-                per_channel[s % p_count] += 1
-        for s in range(self.config.n_o1p2):
-            if used >> s & 1:
+        for p, lane in enumerate(self._lanes):
+            free = lane & ~used
+            if not free:
                 continue
-            p = s % p_count
-            key = (per_channel[p], self.channel_load[p], (p - self.rr) % p_count, s)
+            s = (free & -free).bit_length() - 1
+            key = ((used & lane).bit_count(), self.channel_load[p], (p - self.rr) % p_count, s)
             if best_key is None or key < best_key:
                 best, best_key = s, key
         return best

@@ -2,13 +2,17 @@
 
 Writes are built batched, one NumPy pass per kind over every block of a write call; their
 addresses depend only on the blocks' placements and token counts, so they are cached per such
-batch (:data:`Cache`) and a decode step only sets the token-dependent banks or lane masks and
-the payload (Keys as given, Values spread over lanes). Attention programs are
-built in two stages, as the paper's fixed placements allow: a :class:`Template` per request and
-layer holds every address (built when the table or a block's visibility changes), and a
+batch (:data:`Cache`) and a call only sets the token-dependent banks or lane masks and the
+payload (Keys as given, Values spread over lanes); decode steps take the faster, in-place path
+of :mod:`.token_writes`. Attention programs are built in two stages, as the paper's fixed
+placements allow: a :class:`Template` per request and layer holds every address, and a
 :class:`Batch` lays the templates of several requests out over one payload array, so a step
-only copies its query or scores into that array (:meth:`Batch.fill`). Every function returns
-exactly the instructions of its :mod:`.commands` counterpart (``tests/test_runtime_program.py``).
+only copies its query or scores into that array (:meth:`Batch.fill`). The runtime builds its
+batches without per-request templates, from structures it keeps up to date per request
+(:mod:`.tables`, :mod:`.layout`); :func:`qk_template`, :func:`sv_template` and
+:meth:`Batch.of` are the from-scratch build those are checked against
+(``tests/test_runtime_tables.py``). Every function returns exactly the instructions of its
+:mod:`.commands` counterpart (``tests/test_runtime_program.py``).
 """
 
 from __future__ import annotations

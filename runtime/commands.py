@@ -299,11 +299,20 @@ class SvPlan:
         return out
 
 
-def sv_segments(values: list[ValuePlace | CzPlace]) -> list[Segment]:
-    """Split a table's Value placements into runs, then segments (see :class:`Segment`)."""
+def sv_segments(values: list[ValuePlace | CzPlace], first: int = 0,
+                open_runs: tuple[Run, ...] = (), open_run: Run | None = None) -> list[Segment]:
+    """Split a table's Value placements into runs, then segments (see :class:`Segment`).
+
+    ``values[k]`` is table position ``first + k``. To continue a split that stopped before
+    ``first``, pass the runs of the segment it had not closed (``open_runs``) and the O1V run
+    it had not closed (``open_run``, ending at ``first - 1``); the result then starts with that
+    segment (by default: a split from the table's start).
+    """
     runs: list[Run | tuple[int, CzPlace]] = []
-    cur: list[int] | None = None  # the open run: first, count, row0, col
-    for pos, v in enumerate(values):
+    # the open run: first, count, row0, col
+    cur: list[int] | None = None if open_run is None else \
+        [open_run.first, open_run.count, open_run.row0, open_run.col]
+    for pos, v in enumerate(values, first):
         if isinstance(v, CzPlace):
             if cur is not None:
                 runs.append(Run(*cur))
@@ -318,8 +327,10 @@ def sv_segments(values: list[ValuePlace | CzPlace]) -> list[Segment]:
     if cur is not None:
         runs.append(Run(*cur))
     segments: list[Segment] = []
-    current: list[Run] = []
+    current: list[Run] = list(open_runs)
     cols = 0
+    for r in current:
+        cols |= ((1 << r.count) - 1) << r.col
     for r in runs:
         if isinstance(r, tuple):
             pos, cz = r

@@ -12,6 +12,7 @@ own channels, and layer ``l`` is the same layout shifted by ``l * layer_rows``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from patton.sim.device import DEVICE, Device
 
@@ -96,6 +97,9 @@ class Config:
     layers: int | None = None
     layer_rows: int | None = None
     ch_per_head: int = field(init=False)  # P: channels per KV head group
+    # derived row counts, computed once (the allocator asks for them per block)
+    _counts: dict[str, Any] = field(init=False, repr=False, compare=False, hash=False,
+                                    default_factory=dict)
 
     def __post_init__(self) -> None:
         d, m = self.device, self.model
@@ -215,6 +219,12 @@ class Config:
     @property
     def krs_count(self) -> int:
         """KRSs per layer: half the non-CZ rows, trimmed so Key and Value hold the same O1s."""
+        n = self._counts.get("krs")
+        if n is None:
+            n = self._counts["krs"] = self._krs_count()
+        return n
+
+    def _krs_count(self) -> int:
         k = (self._kv_rows // 2) // self.krs_rows
         v = (self._kv_rows - self._kv_rows // 2) // self.v_rows
         blocks = min(k * self.o2k_per_krs * self.n_o1p2, v * self.device.columns)
@@ -233,7 +243,10 @@ class Config:
     @property
     def vrs_base(self) -> int:
         """First row (within a layer) of the Value region."""
-        return self.crs_rows + self.krs_count * self.krs_rows
+        n = self._counts.get("vrs_base")
+        if n is None:
+            n = self._counts["vrs_base"] = self.crs_rows + self.krs_count * self.krs_rows
+        return n
 
     # ---------------------------------------------------------------- addresses
 
@@ -247,16 +260,26 @@ class Config:
 
     def key_place(self, o2k: int, slot: int) -> tuple[int, int, int]:
         """Return ``(p, rel_row, col)`` of O1K ``slot`` of O2K ``o2k``: Case Ch, then C."""
-        krs, q = divmod(o2k, self.o2k_per_krs)
-        p, k = slot % self.ch_per_head, slot // self.ch_per_head
-        lin = q * self.o2k_width + k * self.bursts
-        cols = self.device.columns
-        return p, self.krs_base + krs * self.krs_rows + lin // cols, lin % cols
+        k_consts = self._counts.get("key_place")
+        if k_consts is None:  # the allocator asks per block: the derived sizes, once
+            k_consts = self._counts["key_place"] = (
+                self.o2k_per_krs, self.ch_per_head, self.o2k_width, self.bursts,
+                self.device.columns, self.krs_base, self.krs_rows)
+        per_krs, chans, width, bursts, cols, base, rows = k_consts
+        krs, q = divmod(o2k, per_krs)
+        p, k = slot % chans, slot // chans
+        lin = q * width + k * bursts
+        return p, base + krs * rows + lin // cols, lin % cols
 
     def value_place(self, o2v: int, index: int) -> tuple[int, int]:
         """Return ``(rel_row0, col)`` of O1V ``index`` of O2V ``o2v`` (rows row0 .. +Rv-1)."""
-        vrs, q = divmod(o2v, self.o2v_per_vrs)
-        return self.vrs_base + vrs * self.v_rows, q * self.o2v_width + index
+        v_consts = self._counts.get("value_place")
+        if v_consts is None:
+            v_consts = self._counts["value_place"] = (self.o2v_per_vrs, self.vrs_base,
+                                                      self.v_rows, self.o2v_width)
+        per_vrs, base, rv, width = v_consts
+        vrs, q = divmod(o2v, per_vrs)
+        return base + vrs * rv, q * width + index
 
     def cz_place(self, slot: int) -> tuple[int, int]:
         """Return ``(rel_row, col0)`` of CZ slot ``slot`` (bursts col0 .. col0 + Rv - 1)."""

@@ -6,10 +6,16 @@ Mirrors vLLM's block pool (``reference/vllm-kv-cache.md``): a block id is bound 
 a full block at zero references stays mapped as *cached*; a partial one is released with its
 CZ slot and reserved O1V) and unbound by :meth:`Runtime.evict`. Every method checks before it
 mutates, so a raised :class:`PattonError` leaves the runtime unchanged.
+
+A decode step's writes go through :meth:`Runtime.append` (programs kept across steps,
+:mod:`.token_writes`) and its attention through :meth:`Runtime.qk_step` /
+:meth:`Runtime.sv_step` (per-request :mod:`.tables` kept in step with the lifecycle calls,
+laid out by :mod:`.layout`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import groupby
 
@@ -25,8 +31,11 @@ from .errors import (
     BlockStateError, CapacityError, DoubleFree, DuplicateBlock, OffsetError, ReadOnlyBlock, UnknownBlock,
     UnknownRequest,
 )
-from .metadata import BlockMeta, CzPlace, KeyPlace, Mode, RequestState, ValuePlace
+from . import layout
+from .metadata import CLEAN, BlockMeta, CzPlace, KeyPlace, Mode, RequestState, ValuePlace
 from .program import Program, concat
+from .tables import KeyTable, ValueTable
+from .token_writes import TokenBatch, commit_writes
 
 __all__ = ["Runtime", "Writes", "WriteProgram"]
 
@@ -55,8 +64,12 @@ class WriteProgram:
 
     @property
     def all(self) -> Program:
-        """Every instruction: Keys, then Values, then commits."""
+        """Every instruction: Keys, then Values, then commits (a new program)."""
         return concat([self.key, self.value, self.commit])
+
+    def copy(self) -> WriteProgram:
+        """Return the programs with arrays of their own (to keep them past the next write)."""
+        return WriteProgram(self.key.copy(), self.value.copy(), self.commit.copy())
 
     def to_writes(self) -> Writes:
         """Expand every program to instruction objects."""
@@ -99,12 +112,24 @@ class Runtime:
         self.token_op = token_op
         self.alloc = Allocator(config)
         self.blocks: dict[int, BlockMeta] = {}
+        # placements by granule position (Config's address arithmetic, done once per position)
+        self._kplaces: dict[tuple[int, int], KeyPlace] = {}
+        self._vplaces: dict[tuple[int, int], ValuePlace] = {}
         self.requests: dict[int, RequestState] = {}
-        # per (request, layer, kind): (request version, template, plan)
-        self._cache: dict[tuple[int, int, str], tuple[int, asm.Template, object]] = {}
+        # per request: its QK^T groups and SV segments, kept in step with its table
+        self._ktabs: dict[int, KeyTable] = {}
+        self._vtabs: dict[int, ValueTable] = {}
         # per (layer, kind): the last batch, by its requests' versions and data width
         self._batches: dict[tuple[int, str], tuple[tuple, asm.Batch, list]] = {}
         self._writes: asm.Cache = {}  # write-program addresses by piece shapes
+        self._tokens: dict[tuple, TokenBatch] = {}  # decode-step writes by TokenBatch.key_of
+        self._scratch: dict[str, np.ndarray] = {}  # arrays of the last decode step's commits
+        # the CZ blocks' Value tokens (the commits' source), by CZ slot; a block's shadow is
+        # its slot's entry (offsets >= filled undefined); pages are mapped on first use
+        self._shadows = np.zeros((self.alloc.crs.capacity, config.n_layers, config.block_size,
+                                  config.heads, config.d_head), dtype=np.uint16)
+        # (layers, 1, heads, D): the keys/values shape of a single-token write
+        self._one = (config.n_layers, 1, config.heads, config.d_head)
 
     # ------------------------------------------------------------------ lookups
 
@@ -169,12 +194,21 @@ class Runtime:
         c = self.config
         b = self.alloc.plan(request)
         self.alloc.apply(request, b)
-        meta = BlockMeta(block_id, request, b, KeyPlace(*c.key_place(b.o2k, b.k_slot)),
-                         ValuePlace(*c.value_place(b.o2v, b.v_index)), None, c.block_size)
+        key = self._kplaces.get((b.o2k, b.k_slot))
+        if key is None:
+            key = self._kplaces[(b.o2k, b.k_slot)] = KeyPlace(*c.key_place(b.o2k, b.k_slot))
+        value = self._vplaces.get((b.o2v, b.v_index))
+        if value is None:
+            value = self._vplaces[(b.o2v, b.v_index)] = ValuePlace(*c.value_place(b.o2v,
+                                                                                   b.v_index))
+        meta = BlockMeta(block_id, request, b, key, value, None, c.block_size)
         self.blocks[block_id] = meta
-        state = self.requests.setdefault(request, RequestState(request))
+        state = self.requests.get(request)
+        if state is None:
+            state = self.requests[request] = RequestState(request)
         state.table.append(block_id)
         state.version += 1
+        state.kversion += 1
         return meta
 
     def share(self, request: int, block_id: int) -> None:
@@ -192,6 +226,7 @@ class Runtime:
         state = self.requests.setdefault(request, RequestState(request))
         state.table.append(block_id)
         state.version += 1
+        state.kversion += 1
 
     def free(self, request: int, block_id: int) -> None:
         """Drop ``request``'s reference to ``block_id``.
@@ -210,6 +245,9 @@ class Runtime:
         idx = len(state.table) - 1 - state.table[::-1].index(block_id)
         del state.table[idx]
         state.version += 1
+        state.kversion += 1
+        state.kdirty = min(state.kdirty, idx)
+        state.vdirty = min(state.vdirty, idx)
         meta.ref_cnt -= 1
         if meta.ref_cnt == 0 and not meta.full:
             self._unbind(meta)
@@ -221,8 +259,8 @@ class Runtime:
             self.free(request, block_id)
         del self.requests[request]
         self.alloc.disown(request)
-        for key in [k for k in self._cache if k[0] == request]:
-            del self._cache[key]
+        self._ktabs.pop(request, None)
+        self._vtabs.pop(request, None)
         self._batches.clear()  # the id may come back with the same version
 
     def evict(self, block_id: int) -> None:
@@ -295,11 +333,35 @@ class Runtime:
         if not emit:
             self._write(items, None)
             return Writes()
-        return self.write_program(items).to_writes()
+        w = self.write_program(items)
+        return WriteProgram(*(p.with_data(p.data.copy()) for p in (w.key, w.value, w.commit))
+                            ).to_writes()
 
     def write_program(self, items: list[tuple[int, int, np.ndarray, np.ndarray]]
                       ) -> WriteProgram:
-        """Do :meth:`write_many` and return its programs in columnar form."""
+        """Do :meth:`write_many` and return its programs in columnar form.
+
+        A decode step (one uint16 token per block, with the Commit Zone) takes the fast path
+        of :meth:`append`, whose arrays are rewritten in place by later writes: the returned
+        programs are valid until the next write call (:meth:`WriteProgram.copy` keeps them).
+        """
+        one = self._one
+        if items and all(k.shape == one and v.shape == one and s == self._filled(b)
+                         for b, s, k, v in items):
+            fast = self._append([it[0] for it in items],
+                                np.stack([it[2][:, 0] for it in items]),
+                                np.stack([it[3][:, 0] for it in items]))
+            if fast is not None:
+                return fast
+        return self._write_program(items)
+
+    def _filled(self, block_id: int) -> int:
+        meta = self.blocks.get(block_id)
+        return -1 if meta is None else meta.filled
+
+    def _write_program(self, items: list[tuple[int, int, np.ndarray, np.ndarray]]
+                       ) -> WriteProgram:
+        """Build the programs of any write call (see :meth:`write_program`), uncached."""
         parts = _Parts()
         self._write(items, parts)
         c = self.config
@@ -311,6 +373,146 @@ class Runtime:
         key = asm.key_writes(c, parts.key, self._writes) if parts.key else concat([])
         commit = asm.value_writes(c, parts.commit) if parts.commit else concat([])
         return WriteProgram(key, concat(runs), commit)
+
+    def append(self, block_ids: Sequence[int], keys: np.ndarray,
+               values: np.ndarray) -> WriteProgram:
+        """Write one token at the fill level of each block: a decode step's writes.
+
+        ``keys`` and ``values`` are bf16 bit patterns ``(blocks, layers, heads, d_head)``;
+        row ``i`` is the token of ``block_ids[i]``. Same as :meth:`write_program` with the item
+        ``(block_ids[i], filled, keys[i][:, None], values[i][:, None])`` per block, and as
+        fast as the runtime gets: with the Commit Zone, a step that writes the same blocks as
+        an earlier one reuses its programs (:class:`TokenBatch`) and rewrites them in place,
+        and new ones recycle the arrays of old ones, so the returned programs are valid until
+        the next write call (:meth:`WriteProgram.copy` keeps them).
+
+        Raises:
+            as :meth:`write`.
+        """
+        fast = self._append(block_ids, keys, values)
+        if fast is not None:
+            return fast
+        items = []
+        for i, bid in enumerate(block_ids):
+            meta = self.blocks.get(bid)
+            items.append((bid, 0 if meta is None else meta.filled, keys[i][:, None],
+                          values[i][:, None]))
+        return self._write_program(items)
+
+    def _append(self, block_ids: Sequence[int], keys: np.ndarray,
+                values: np.ndarray) -> WriteProgram | None:
+        """Do :meth:`append` on the fast path, or return ``None`` and change nothing.
+
+        The fast path needs the Commit Zone, ``uint16`` data of the right shape, distinct
+        bound blocks that take writes, and a CZ slot for every block that becomes partial;
+        :meth:`_write_program` handles (and reports) everything else. Metadata advances as in
+        :meth:`_write`, item by item, so both paths leave the same state.
+        """
+        c = self.config
+        n = len(block_ids)
+        shape = (n, c.n_layers, c.heads, c.d_head)
+        if (self.mode is not Mode.PATTON or not n or keys.shape != shape
+                or values.shape != shape or keys.dtype != np.uint16
+                or values.dtype != np.uint16):
+            return None
+        blocks = self.blocks
+        try:
+            metas = [blocks[b] for b in block_ids]
+        except (KeyError, TypeError):  # unbound (or unhashable) ids: reported by the slow path
+            return None
+        if len(set(block_ids)) != n:
+            return None
+        last = c.block_size - 1
+        t0 = metas[0].filled
+        uniform = True
+        need = 0
+        for meta in metas:
+            f = meta.filled
+            if meta.ref_cnt != 1 or f > last:
+                return None
+            if f != t0:
+                uniform = False
+            if meta.cz is None and f < last:
+                need += 1
+        if need > self.alloc.crs.free:
+            return None
+        # checked: from here on nothing raises
+        if uniform and t0 < last and not need:  # a steady step: every block stays in the CZ
+            for meta in metas:
+                meta.filled += 1
+            cz = [True] * n
+            starts = None
+            commit = None
+        else:
+            starts = np.fromiter((m.filled for m in metas), dtype=np.int64, count=n)
+            cz, commit = self._advance_tokens(metas, values)
+        key = TokenBatch.key_of(metas, cz)
+        batch = self._tokens.get(key)
+        if batch is None:
+            batch = self._tokens[key] = TokenBatch.of(c, metas, cz, self._recycle(n, cz))
+        if len(batch.slots) == n:
+            self._shadows[batch.slots, :, t0 if uniform else starts] = values
+        elif len(batch.slots):
+            pick = np.flatnonzero(cz)
+            assert starts is not None
+            self._shadows[batch.slots, :, starts[pick]] = values[pick]
+        kprog, vprog = batch.fill(t0 if uniform else None, starts, keys, values)
+        return WriteProgram(kprog, vprog, concat([]) if commit is None else commit)
+
+    def _recycle(self, n: int, cz: list[bool]) -> TokenBatch | None:
+        """Return a cached :class:`TokenBatch` to build the next one from (and forget it).
+
+        The cache keeps two batches (a step that writes the same blocks as one of them reuses
+        it as is). A new batch takes over, and patches, the latest one of the same shape
+        (items and CZ pieces), else the oldest once two are kept.
+        """
+        tokens = self._tokens
+        ncz = sum(cz)
+        for key in reversed(list(tokens)):
+            b = tokens[key]
+            if len(b.metas) == n and len(b.slots) == ncz:
+                return tokens.pop(key)
+        if len(tokens) >= 2:
+            return tokens.pop(next(iter(tokens)))
+        return None
+
+    def _advance_tokens(self, metas: list[BlockMeta],
+                        values: np.ndarray) -> tuple[list[bool], Program | None]:
+        """Advance each block by one token (stage it, or publish it and build its commit).
+
+        Returns whether each write stays in the Commit Zone, and the commits' program.
+        """
+        last = self.config.block_size - 1
+        cz = []
+        done: list[int] = []  # items whose write commits
+        slots: list[int] = []  # their CZ slots (shadows), read before a new block reuses one
+        places = []
+        for i, meta in enumerate(metas):
+            if meta.filled < last:
+                self._stage(meta)
+                cz.append(True)
+            else:
+                cz.append(False)
+                done.append(i)
+                slots.append(-1 if meta.slot is None else meta.slot)
+                places.append(meta.value)
+                self._publish(meta)
+            meta.filled += 1
+        if not done:
+            return cz, None
+        s0 = slots[0]
+        if s0 >= 0 and slots == list(range(s0, s0 + len(slots))):
+            full = self._shadows[s0:s0 + len(slots)]  # a view (the slots are released)
+        else:
+            shape = (len(done),) + self._shadows.shape[1:]
+            full = self._scratch.get("full")
+            if full is None or full.shape != shape:
+                full = self._scratch["full"] = np.empty(shape, dtype=np.uint16)
+            np.take(self._shadows, slots, axis=0, out=full)  # (commits, layers, T, heads, D)
+            if -1 in slots:  # a block filled to T - 1 without the Commit Zone (not in PATTON)
+                full[np.array(slots) == -1] = 0
+        full[:, :, last] = values[done]
+        return cz, commit_writes(self.config, places, full, self._scratch)
 
     def _write(self, items: list[tuple[int, int, np.ndarray, np.ndarray]],
                parts: _Parts | None) -> None:
@@ -364,9 +566,7 @@ class Runtime:
         if self.mode is Mode.PATTON:
             if start + n < c.block_size:
                 self._stage(meta)
-                if meta.shadow is None:
-                    meta.shadow = np.zeros((c.n_layers, c.block_size, c.heads, c.d_head),
-                                           dtype=np.uint16)
+                assert meta.shadow is not None
                 meta.shadow[:, start:start + n] = values
             else:
                 self._publish(meta)
@@ -377,43 +577,87 @@ class Runtime:
         if meta.cz is None:
             meta.slot = self.alloc.take_slot()
             meta.cz = CzPlace(*self.config.cz_place(meta.slot))
-            self.requests[meta.owner].version += 1
+            meta.shadow = self._shadows[meta.slot]
+            self._moved(meta)
+
+    def _moved(self, meta: BlockMeta) -> None:
+        """Note that a written block's visible Value placement changed (in its owner's table)."""
+        state = self.requests[meta.owner]
+        state.version += 1
+        table = state.table
+        pos = len(table) - 1
+        if table[pos] != meta.block_id:  # a written block is its owner's alone
+            pos = table.index(meta.block_id)
+        state.vdirty = min(state.vdirty, pos)
 
     def _publish(self, meta: BlockMeta) -> None:
         """Make a full block's O1V visible and free its CZ slot, if it had one."""
         if meta.slot is not None:
             self.alloc.release_slot(meta.slot)
-            self.requests[meta.owner].version += 1
+            self._moved(meta)
         meta.slot = None
         meta.cz = None
         meta.shadow = None
 
     # ------------------------------------------------------------------ attention
 
-    def _cached(self, request: int, layer: int, kind: str) -> tuple[asm.Template, object]:
+    def _keys(self, request: int) -> KeyTable:
+        """Return ``request``'s :class:`KeyTable`, brought up to date with its table."""
         state = self._request(request)
-        hit = self._cache.get((request, layer, kind))
-        if hit is not None and hit[0] == state.version:
-            return hit[1], hit[2]
-        c = self.config
-        if kind == "qk":
-            tp, plan = asm.qk_template(c, layer, [self.blocks[b].key for b in state.table])
-        else:
-            tp, plan = asm.sv_template(c, layer, [self._value_place(self.blocks[b])
-                                                  for b in state.table])
-        self._cache[(request, layer, kind)] = (state.version, tp, plan)
-        return tp, plan
+        tb = self._ktabs.get(request)
+        if tb is None:
+            tb = self._ktabs[request] = KeyTable(cmd.group_masks(self.config)[1])
+        if state.kdirty != CLEAN or tb.blocks != len(state.table):
+            first = tb.cut(state.kdirty)
+            blocks = self.blocks
+            tb.extend([blocks[b].key for b in state.table[first:]])
+            state.kdirty = CLEAN
+        return tb
+
+    def _values(self, request: int) -> ValueTable:
+        """Return ``request``'s :class:`ValueTable`, brought up to date with its table."""
+        state = self._request(request)
+        tb = self._vtabs.get(request)
+        if tb is None:
+            tb = self._vtabs[request] = ValueTable()
+        table = state.table
+        n = len(tb.values)
+        if state.vdirty != CLEAN or n != len(table):
+            blocks = self.blocks
+            after = None
+            if state.vdirty >= n and len(table) > n:  # appends only
+                after = self._value_place(blocks[table[n]])
+            first = tb.cut(state.vdirty, after)
+            tb.extend([self._value_place(blocks[b]) for b in table[first:]])
+            state.vdirty = CLEAN
+        return tb
 
     def _batch(self, requests: list[int], layer: int, kind: str,
                width: int) -> tuple[asm.Batch, list]:
-        """Return the batch of ``requests``' templates (rebuilt when a table changed)."""
-        key = (tuple((r, self._request(r).version) for r in requests), width)
+        """Return the batch of ``requests``' programs (laid out anew when a table changed)."""
+        reqs = self.requests
+        try:
+            if kind == "qk":
+                versions = tuple([reqs[r].kversion for r in requests])
+            else:
+                versions = tuple([reqs[r].version for r in requests])
+        except KeyError:
+            for r in requests:
+                self._request(r)
+            raise
+        key = (tuple(requests), versions, width)
         hit = self._batches.get((layer, kind))
         if hit is not None and hit[0] == key:
             return hit[1], hit[2]
-        got = [self._cached(r, layer, kind) for r in requests]
-        batch = asm.Batch.of(self.config, [tp for tp, _ in got], width)
-        plans = [plan for _, plan in got]
+        c = self.config
+        if kind == "qk":
+            ktabs = [self._keys(r) for r in requests]
+            batch = layout.qk_batch(c, layer, ktabs)
+            plans: list = [tb.plan for tb in ktabs]
+        else:
+            vtabs = [self._values(r) for r in requests]
+            batch = layout.sv_batch(c, layer, vtabs, width)
+            plans = [tb.plan for tb in vtabs]
         self._batches[(layer, kind)] = (key, batch, plans)
         return batch, plans
 
@@ -485,7 +729,7 @@ class Runtime:
         a = self.alloc
         blocks = tuple(sorted(
             (b, m.owner, m.binding, m.key, m.value, m.cz, m.slot, m.ref_cnt, m.filled,
-             None if m.shadow is None else m.shadow.tobytes())
+             None if m.shadow is None else m.shadow[:, :m.filled].tobytes())
             for b, m in self.blocks.items()))
         reqs = tuple(sorted((r, tuple(s.table)) for r, s in self.requests.items()))
         pools = tuple((tuple(p.used), p.live) for p in (a.krs, a.vrs, a.crs))

@@ -14,7 +14,10 @@ import numpy as np
 
 from .allocator import Binding
 
-__all__ = ["Mode", "KeyPlace", "ValuePlace", "CzPlace", "BlockMeta", "RequestState"]
+#: Dirty-position sentinel of :class:`RequestState`: only appends since the last read.
+CLEAN = 1 << 62
+
+__all__ = ["CLEAN", "Mode", "KeyPlace", "ValuePlace", "CzPlace", "BlockMeta", "RequestState"]
 
 
 class Mode(enum.Enum):
@@ -68,8 +71,9 @@ class BlockMeta:
     Invariants: ``0 <= filled <= T``; ``cz`` (and ``slot``) is set iff the runtime is in
     :attr:`Mode.PATTON` and ``0 < filled < T`` (its O1V ``value`` is then reserved, not
     visible; a block written whole never takes a slot); ``ref_cnt == 0`` only for a full block (cached); a block with ``ref_cnt > 1`` or
-    ``ref_cnt == 0`` is never written; ``shadow`` holds the written Value tokens while the
-    block is in the Commit Zone (the commit's source), else ``None``.
+    ``ref_cnt == 0`` is never written; ``shadow`` holds the written Value tokens (offsets
+    ``< filled``; later ones undefined) while the block is in the Commit Zone (the commit's
+    source: a view of the runtime's store for its CZ slot), else ``None``.
     """
 
     block_id: int  # the engine's block id
@@ -101,9 +105,16 @@ class RequestState:
 
     Invariants: every id in ``table`` is bound and counts this request in its ``ref_cnt``
     (once per occurrence); ``version`` changes whenever the placement of a table entry
-    changes (used to cache attention programs).
+    changes, ``kversion`` whenever the table does (a block's O1K never moves); ``kdirty`` /
+    ``vdirty`` are at most the first table position whose O1K / visible Value placement
+    changed since the runtime last read them (``CLEAN``, a huge value, when only appends
+    happened). The versions key cached attention programs; the dirty positions say which
+    part of the request's :mod:`.tables` structure is stale.
     """
 
     request: int  # request id
     table: list[int] = field(default_factory=list)  # logical block ids, in order
     version: int = 0  # bumped on every table or visibility change
+    kversion: int = 0  # bumped on every table change
+    kdirty: int = CLEAN  # first table position whose O1K changed (not by an append)
+    vdirty: int = CLEAN  # first table position whose visible Value placement changed

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
 from patton.sim.isa import Instruction, Opcode
 
-__all__ = ["OPCODES", "OP_ID", "FIELDS", "UNSET", "Program", "make", "concat"]
+__all__ = ["OPCODES", "OP_ID", "FIELDS", "UNSET", "Program", "make", "concat", "same"]
 
 #: Opcode of each ``op`` id.
 OPCODES: tuple[Opcode, ...] = tuple(Opcode)
@@ -39,12 +40,13 @@ class Program:
     """A program of the shared ISA as arrays, one entry per instruction.
 
     Invariants: every field array, ``op``, ``start`` and ``size`` are int64 of one length
-    ``n``; ``op`` indexes :data:`OPCODES`; :data:`UNSET` marks a ``None`` field (so every
-    set field is non-negative); instruction ``i``'s payload is
-    ``data[start[i]:start[i] + size[i]]`` and it has none when ``size[i] == 0``. Payloads
-    may overlap (every WR_BIAS can point at one zero burst). The field arrays are read-only and
-    may be shared by several programs (a step's program reuses the addresses of the last);
-    ``data`` belongs to this program.
+    ``n`` (possibly read-only broadcasts of one value); ``op`` indexes :data:`OPCODES`;
+    :data:`UNSET` marks a ``None`` field (so every set field is non-negative); instruction
+    ``i``'s payload is ``data[start[i]:start[i] + size[i]]`` and it has none when
+    ``size[i] == 0``. Payloads may overlap (every WR_BIAS can point at one zero burst). The field arrays are read-only
+    views and may be shared by several programs (a step's program reuses the addresses of the
+    last); ``data`` belongs to this program. A producer that rewrites its arrays in place for a
+    later program says so, with the lifetime of the ones it returns (:meth:`copy` to keep one).
     """
 
     op: np.ndarray  # opcode id per instruction
@@ -67,6 +69,14 @@ class Program:
         """Return the same instructions over another payload array (same layout)."""
         return Program(self.op, self.opsize, self.gpr0, self.channel_mask, self.bank, self.row,
                        self.channel, self.col, self.mask, self.start, self.size, data)
+
+    def copy(self) -> Program:
+        """Return a program that owns copies of every array (one-value broadcasts stay)."""
+        def own(a: np.ndarray) -> np.ndarray:
+            return a if a.strides == (0,) else _ro(a.copy())
+
+        return Program(*(own(getattr(self, f)) for f in ("op",) + FIELDS + ("start", "size")),
+                       self.data.copy())
 
     def to_instructions(self) -> list[Instruction]:
         """Expand to instruction objects (payloads are views of :attr:`data`)."""
@@ -119,12 +129,15 @@ def make(op: Opcode, n: int, data: np.ndarray, start: np.ndarray | int = 0,
     """Return ``n`` instructions of one opcode; each field an array of ``n`` or one value.
 
     Fields not given are unset; ``start`` and ``size`` address ``data`` as in :class:`Program`.
+    A field given as one value is a read-only broadcast of it (no per-instruction storage).
     """
     unknown = set(fields) - set(FIELDS)
     if unknown:
         raise ValueError(f"unknown fields {sorted(unknown)}")
 
     def col(v: np.ndarray | int) -> np.ndarray:
+        if isinstance(v, (int, np.integer)):  # one value stored once (a read-only view)
+            return same(n, int(v))
         a = np.empty(n, dtype=np.int64)
         a[:] = v
         return _ro(a)
@@ -133,12 +146,23 @@ def make(op: Opcode, n: int, data: np.ndarray, start: np.ndarray | int = 0,
     return Program(col(OP_ID[op]), **arrays, start=col(start), size=col(size), data=data)
 
 
+@lru_cache(maxsize=1024)
+def same(n: int, value: int) -> np.ndarray:
+    """Return ``n`` copies of ``value`` as a read-only int64 array that stores one (cached)."""
+    return np.broadcast_to(np.int64(value), (n,))
+
+
+@lru_cache(maxsize=1)
+def _empty() -> Program:
+    return make(Opcode.EOC, 0, _ro(np.zeros(0, dtype=np.uint16)))
+
+
 def concat(programs: Sequence[Program]) -> Program:
     """Return the programs one after another (payloads concatenated, offsets shifted)."""
     if len(programs) == 1:
         return programs[0]
     if not programs:
-        return make(Opcode.EOC, 0, np.zeros(0, dtype=np.uint16))
+        return _empty()
     shift = np.cumsum([0] + [len(p.data) for p in programs[:-1]])
     arrays = {f: _ro(np.concatenate([getattr(p, f) for p in programs]))
               for f in ("op",) + FIELDS + ("size",)}
