@@ -16,9 +16,9 @@ Each step times: "place" (what an engine does to pick each request's block: bind
 when the last is full), "writes" (:meth:`Runtime.append`: the Key and Value programs of the
 step's tokens), "qk" (:meth:`Runtime.qk_step` for all requests), "buffer"
 (:meth:`Runtime.sv_buffer`: the zeroed score array, in table layout, that becomes the SV
-payload; it stands for the caller's own score array, and when a table changed it includes
-laying out the SV batch), "sv" (:meth:`Runtime.sv_step` on it) and "sv copy" (``sv_step`` on
-an ordinary array, which it copies). The step's "total" is place + writes + qk + sv, and
+payload; it stands for the caller's own score array, and when a table changed it
+includes patching or laying out the SV batch), "sv" (:meth:`Runtime.sv_step` on it) and
+"sv copy" (``sv_step`` on an ordinary array, which it copies). The step's "total" is place + writes + qk + sv, and
 "+buffer" adds the buffer (which holds the SV layout work at a step that changed a table).
 The model's Keys, Values, query and scores are made outside the timed regions. Times are the
 best of 3 runs in Python (the set-up's objects frozen out of the garbage collector's scans, as

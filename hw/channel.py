@@ -11,8 +11,14 @@ Pipeline (one command per cycle, issued in cycle ``t``):
   write-first, so commands observe each other strictly in issue order. A MAC or MAC16 copies
   its operands into the MAC units' input registers in the middle of this cycle, on a gated
   clock, and its result reaches the accumulators at the cycle's end;
-* cycle ``t + latency``: read data is on ``rdata`` (``TIMING.latency``: 52 cycles for RD,
-  2 for RDMAC16).
+* cycle ``t + latency``: read data is on its return port (``TIMING.latency``): ``rdata``
+  52 cycles after an RD, ``rdata_mac`` 2 cycles after an RDMAC16. The timing table lets an RD
+  at ``t`` and an RDMAC16 at ``t + 50`` return in the same cycle; each has its own port, so
+  both arrive.
+
+A MAC or MAC16 takes its vector from the global buffer, or, when the command carries CFR
+BROADCAST = 1, from the partner bank ``b ^ 1`` (same open row and column); a MAC16 under
+BROADCAST = 1 updates the even banks only (``sim/functional.py``).
 
 A command with a protocol error is not executed; a command that breaks only timing rules is
 flagged and executed.
@@ -37,7 +43,7 @@ from .timing_checker import TimingChecker
 
 __all__ = ["Channel", "RETURNING"]
 
-#: Commands that return data on ``rdata``.
+#: Commands that return data, each on its own port (``rdata``, ``rdata_mac``).
 RETURNING = (Command.RD, Command.RDMAC16)
 #: Width of the sticky violation counter.
 COUNTER_BITS = 16
@@ -63,7 +69,9 @@ class Channel(wiring.Component):
     cmd : In
         One command per cycle (:func:`patton.hw.isa.command_layout`); ``valid`` low = no command.
     rdata : Out
-        Read data (:func:`patton.hw.isa.read_layout`), valid in the cycle it returns.
+        RD data (:func:`patton.hw.isa.read_layout`), valid in the cycle it returns.
+    rdata_mac : Out
+        RDMAC16 data (same layout), valid in the cycle it returns; may coincide with ``rdata``.
     violation : Out
         Combinational verdict on this cycle's command (:func:`patton.hw.isa.violation_layout`).
     violations : Out
@@ -80,6 +88,10 @@ class Channel(wiring.Component):
             raise TypeError(f"params must be a ChannelParams, not {params!r}")
         if not isinstance(timing, TimingTable):
             raise TypeError(f"timing must be a TimingTable, not {timing!r}")
+        for c in RETURNING:
+            if timing.latency[c] < 2:
+                raise ValueError(f"{c.name} latency {timing.latency[c]!r} is below 2 cycles "
+                                 "(data enters the return pipeline one cycle after issue)")
         if mac is None:
             mac = importlib.import_module(f"{__package__}.mac")
         for name in ("MacUnit", "Bf16Readout", "BiasLoad"):
@@ -92,6 +104,7 @@ class Channel(wiring.Component):
         super().__init__({
             "cmd": In(command_layout(params)),
             "rdata": Out(read_layout(params)),
+            "rdata_mac": Out(read_layout(params)),
             "violation": Out(violation_layout()),
             "violations": Out(COUNTER_BITS),
             "cycle": Out(32),
@@ -119,7 +132,7 @@ class Channel(wiring.Component):
         return self._mac
 
     def latency(self, command: Command) -> int:
-        """Return the cycles from issuing ``command`` to its data on ``rdata``."""
+        """Return the cycles from issuing ``command`` to its data on its return port."""
         return self._timing.latency[command]
 
     def elaborate(self, platform):
@@ -183,11 +196,13 @@ class Channel(wiring.Component):
         s1_col = Signal(COL_BITS)
         s1_data = Signal(p.width)
         s1_mask = Signal(p.lanes)
+        s1_broadcast = Signal()
         open_row = Array(bank.row for bank in banks)[sel]
         m.d.sync += [
             s1_valid.eq(exe), s1_command.eq(cmd.command), s1_bank.eq(sel),
             s1_row.eq(Mux(is_(Command.MAC16, Command.WRA16), banks[0].row, open_row)),
             s1_col.eq(cmd.col), s1_data.eq(cmd.data), s1_mask.eq(cmd.mask),
+            s1_broadcast.eq(cmd.broadcast),
         ]
 
         def was(*commands):
@@ -223,6 +238,8 @@ class Channel(wiring.Component):
         # it is stable while clk is low). The MAC units only see these copies, so an
         # event-driven simulator (Verilator) evaluates their logic only after such an edge,
         # not every cycle; the result still reaches the accumulators at the cycle's end.
+        # The vector source (CFR BROADCAST) is copied on the same edge, so that the operand
+        # multiplexers, too, depend on gated-clock registers only.
         m.domains.mac = ClockDomain("mac", local=True, reset_less=True)
         mac_now = Signal()
         m.d.comb += [
@@ -230,33 +247,46 @@ class Channel(wiring.Component):
             ClockSignal("mac").eq(~ClockSignal("sync") & mac_now),
         ]
         vector = Signal(p.width)
-        m.d.mac += vector.eq(gb.rd_data)
+        neighbour = Signal()  # BROADCAST = 1: bank b's vector is bank b ^ 1's word
+        m.d.mac += [vector.eq(gb.rd_data), neighbour.eq(s1_broadcast)]
+        operands = [Signal(p.width, name=f"operand{b}") for b in range(nb)]
         for b in range(nb):
-            operand = Signal(p.width, name=f"operand{b}")
             partial = Signal(32, name=f"partial{b}")
-            m.d.mac += [operand.eq(banks[b].rd_data), partial.eq(acc[b])]
+            m.d.mac += [operands[b].eq(banks[b].rd_data), partial.eq(acc[b])]
+            partner = operands[b ^ 1] if b ^ 1 < nb else vector
             m.d.comb += [
-                macs[b].a.eq(operand), macs[b].b.eq(vector), macs[b].acc.eq(partial),
+                macs[b].a.eq(operands[b]), macs[b].b.eq(Mux(neighbour, partner, vector)),
+                macs[b].acc.eq(partial),
                 readouts[b].acc.eq(acc[b]),
                 biases[b].bias.eq(word[b]),
             ]
-            with m.If(was(Command.MAC16) | (was(Command.MAC) & (s1_bank == b))):
+            # MAC16 under BROADCAST = 1 updates only the even banks (each with its odd
+            # partner's word); the odd accumulators stay.
+            mac16 = was(Command.MAC16)
+            if b % 2 or b + 1 >= nb:
+                mac16 = mac16 & ~s1_broadcast
+            with m.If(mac16 | (was(Command.MAC) & (s1_bank == b))):
                 m.d.sync += acc[b].eq(macs[b].result)
             with m.Elif(was(Command.WRMAC16) & s1_mask[b]):
                 m.d.sync += acc[b].eq(biases[b].acc)
 
-        # --- read return pipeline: an entry placed at depth k reaches rdata k + 1 cycles later
-        depth = max(self.latency(c) for c in RETURNING) - 1
-        stages = [Signal(self.rdata.shape(), name=f"ret{k}") for k in range(depth)]
-        for k in range(depth):
-            m.d.sync += stages[k].eq(stages[k + 1] if k + 1 < depth else 0)
-        insert = {Command.RD: bank_data, Command.RDMAC16: Cat(r.value for r in readouts)}
-        for c, payload in insert.items():
-            k = self.latency(c) - 2
+        # --- read returns: one pipeline and port per returning command, so that returns in
+        # the same cycle (an RD at t, an RDMAC16 at t + 50) both arrive. Data enters at the
+        # end of stage 1 (cycle t + 1) at depth latency - 2 and moves down one stage per cycle;
+        # stage 0 is the port.
+        ports = {Command.RD: (self.rdata, bank_data, "rd"),
+                 Command.RDMAC16: (self.rdata_mac, Cat(r.value for r in readouts), "rdmac")}
+        assert set(ports) == set(RETURNING)
+        for c, (port, payload, name) in ports.items():
+            depth = self.latency(c) - 1
+            stages = [Signal(port.shape(), name=f"{name}_ret{k}") for k in range(depth)]
+            for k in range(depth - 1):
+                m.d.sync += stages[k].eq(stages[k + 1])
+            m.d.sync += stages[-1].eq(0)
             with m.If(was(c)):
-                m.d.sync += [stages[k].valid.eq(1), stages[k].command.eq(Opcode[c.name]),
-                             stages[k].data.eq(payload)]
-        m.d.comb += self.rdata.eq(stages[0])
+                m.d.sync += [stages[-1].valid.eq(1), stages[-1].command.eq(Opcode[c.name]),
+                             stages[-1].data.eq(payload)]
+            m.d.comb += port.eq(stages[0])
 
         # --- verdict, counters --------------------------------------------------------------
         v = self.violation

@@ -28,7 +28,10 @@ class Decoder(wiring.Component):
     The checks are those of :func:`patton.sim.check.verify` plus range and rejection checks,
     in this priority: rejected command, wrong register mode, address out of range, then the
     row-state checks (ACT to an open bank, ACT16 against another open row, column command to a
-    closed bank or another row, all-bank command without one row open in every bank).
+    closed bank or another row, all-bank command without one row open in every bank), and last
+    the partner check of a MAC under CFR BROADCAST = 1 (``cmd.broadcast``): it takes its vector
+    from bank ``b ^ 1``, which must be open on the same row, as in
+    :meth:`patton.sim.functional.FunctionalModel.execute` (``verify`` does not check this).
 
     Parameters
     ----------
@@ -73,6 +76,9 @@ class Decoder(wiring.Component):
         bank = cmd.bank[:max(1, (p.banks - 1).bit_length())]
         bank_open = Array(self.open[b] for b in banks)[bank]
         bank_row = Array(self.rows[b] for b in banks)[bank]
+        # Partner bank b ^ 1 (an odd bank count leaves the last bank without one: closed).
+        partner_open = Array(self.open[b ^ 1] if b ^ 1 < p.banks else 0 for b in banks)[bank]
+        partner_row = Array(self.rows[b ^ 1] if b ^ 1 < p.banks else 0 for b in banks)[bank]
 
         same_row = Signal()  # every bank open, all on cmd.row
         conflict = Signal()  # some bank open on a row other than cmd.row
@@ -116,6 +122,9 @@ class Decoder(wiring.Component):
             m.d.comb += error.eq(ProtocolCode.NOT_ALL_OPEN)
         with m.Elif(_is(cmd, ALL_ROWS) & ~same_row):
             m.d.comb += error.eq(ProtocolCode.WRONG_ROW)
+        with m.Elif((cmd.command == Opcode.MAC) & cmd.broadcast
+                    & (~partner_open | (partner_row != cmd.row))):
+            m.d.comb += error.eq(ProtocolCode.PARTNER)
         m.d.comb += [self.error.eq(error),
                      self.execute.eq(cmd.valid & (error == ProtocolCode.NONE))]
         with m.If(cmd.valid & (cmd.command == Opcode.TMOD)):

@@ -2,6 +2,11 @@
 
 The opcode enum is built from :class:`patton.sim.isa.Command` (same names, same values), so the
 RTL decodes exactly the ISA the models use.
+
+The command port also carries ``broadcast``, the CFR BROADCAST value in effect when the command
+was issued (:class:`patton.sim.isa.Cfr`). The device sets its CFRs by mode-register writes, which
+the public simulator (and so our schedules) does not issue as DRAM commands; each schedule entry
+carries the CFR state it was issued under instead, and a testbench packs it here.
 """
 
 from __future__ import annotations
@@ -71,6 +76,7 @@ class ProtocolCode(enum.Enum, shape=4):
     BANK_CLOSED = 6  # column command to a closed bank
     WRONG_ROW = 7  # column command to a row other than the open one
     NOT_ALL_OPEN = 8  # all-bank command without the same row open in all banks
+    PARTNER = 9  # MAC under BROADCAST = 1 without its partner bank b ^ 1 open on the row
 
 
 def command_layout(params: ChannelParams) -> data.StructLayout:
@@ -81,13 +87,14 @@ def command_layout(params: ChannelParams) -> data.StructLayout:
         "bank": unsigned(BANK_BITS),  # bank (single-bank commands)
         "row": unsigned(ROW_BITS),  # row (ACT, ACT16, and the row a column command expects)
         "col": unsigned(COL_BITS),  # column (column commands, WRGB, MAC16, WRA16)
+        "broadcast": unsigned(1),  # CFR BROADCAST in effect at issue (MAC, MAC16 vector source)
         "data": unsigned(params.width),  # write data, lane i in bits [16i+15:16i]
         "mask": unsigned(params.lanes),  # write lane mask (WRMAC16, WRA16: bank mask)
     })
 
 
 def read_layout(params: ChannelParams) -> data.StructLayout:
-    """Return the layout of the read-data output."""
+    """Return the layout of a read-data output (``rdata`` for RD, ``rdata_mac`` for RDMAC16)."""
     return data.StructLayout({
         "valid": unsigned(1),  # data returns this cycle
         "command": Opcode,  # the command that read it (RD or RDMAC16)

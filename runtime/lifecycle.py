@@ -10,7 +10,7 @@ mutates, so a raised :class:`PattonError` leaves the runtime unchanged.
 A decode step's writes go through :meth:`Runtime.append` (programs kept across steps,
 :mod:`.token_writes`) and its attention through :meth:`Runtime.qk_step` /
 :meth:`Runtime.sv_step` (per-request :mod:`.tables` kept in step with the lifecycle calls,
-laid out by :mod:`.layout`).
+laid out by :mod:`.layout` and patched step to step by :mod:`.layout_patch`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from .errors import (
     BlockStateError, CapacityError, DoubleFree, DuplicateBlock, OffsetError, ReadOnlyBlock, UnknownBlock,
     UnknownRequest,
 )
-from . import layout
+from . import layout_patch as patch
 from .metadata import CLEAN, BlockMeta, CzPlace, KeyPlace, Mode, RequestState, ValuePlace
 from .program import Program, concat
 from .tables import KeyTable, ValueTable
@@ -115,12 +115,15 @@ class Runtime:
         # placements by granule position (Config's address arithmetic, done once per position)
         self._kplaces: dict[tuple[int, int], KeyPlace] = {}
         self._vplaces: dict[tuple[int, int], ValuePlace] = {}
+        self._czplaces: dict[int, CzPlace] = {}  # by CZ slot
         self.requests: dict[int, RequestState] = {}
         # per request: its QK^T groups and SV segments, kept in step with its table
         self._ktabs: dict[int, KeyTable] = {}
         self._vtabs: dict[int, ValueTable] = {}
-        # per (layer, kind): the last batch, by its requests' versions and data width
-        self._batches: dict[tuple[int, str], tuple[tuple, asm.Batch, list]] = {}
+        # per (layer, kind): the last batch, by its requests' versions and data width, and
+        # what it was laid out from (layout_patch.QkLayout / SvLayout, to patch it)
+        self._batches: dict[tuple[int, str],
+                            tuple[tuple, asm.Batch, list, patch.QkLayout | patch.SvLayout]] = {}
         self._writes: asm.Cache = {}  # write-program addresses by piece shapes
         self._tokens: dict[tuple, TokenBatch] = {}  # decode-step writes by TokenBatch.key_of
         self._scratch: dict[str, np.ndarray] = {}  # arrays of the last decode step's commits
@@ -575,9 +578,12 @@ class Runtime:
     def _stage(self, meta: BlockMeta) -> None:
         """Give a block that becomes partial a CZ slot (its visible placement)."""
         if meta.cz is None:
-            meta.slot = self.alloc.take_slot()
-            meta.cz = CzPlace(*self.config.cz_place(meta.slot))
-            meta.shadow = self._shadows[meta.slot]
+            meta.slot = slot = self.alloc.take_slot()
+            cz = self._czplaces.get(slot)
+            if cz is None:
+                cz = self._czplaces[slot] = CzPlace(*self.config.cz_place(slot))
+            meta.cz = cz
+            meta.shadow = self._shadows[slot]
             self._moved(meta)
 
     def _moved(self, meta: BlockMeta) -> None:
@@ -624,9 +630,16 @@ class Runtime:
         n = len(tb.values)
         if state.vdirty != CLEAN or n != len(table):
             blocks = self.blocks
+            if state.vdirty == n - 1 == len(table) - 1 and \
+                    tb.publish_last(self._value_place(blocks[table[-1]])):  # a commit
+                state.vdirty = CLEAN
+                return tb
             after = None
             if state.vdirty >= n and len(table) > n:  # appends only
                 after = self._value_place(blocks[table[n]])
+                if len(table) == n + 1 and isinstance(after, CzPlace) and tb.append_cz(after):
+                    state.vdirty = CLEAN  # a boundary: the new block is in its CZ slot
+                    return tb
             first = tb.cut(state.vdirty, after)
             tb.extend([self._value_place(blocks[b]) for b in table[first:]])
             state.vdirty = CLEAN
@@ -634,7 +647,12 @@ class Runtime:
 
     def _batch(self, requests: list[int], layer: int, kind: str,
                width: int) -> tuple[asm.Batch, list]:
-        """Return the batch of ``requests``' programs (laid out anew when a table changed)."""
+        """Return the batch of ``requests``' programs.
+
+        Cached by the requests' versions and ``width``; when some tables changed, the last
+        batch of the same requests is patched for them (:mod:`.layout_patch`), else (or when
+        the patch does not apply) the batch is laid out anew.
+        """
         reqs = self.requests
         try:
             if kind == "qk":
@@ -650,15 +668,26 @@ class Runtime:
         if hit is not None and hit[0] == key:
             return hit[1], hit[2]
         c = self.config
-        if kind == "qk":
-            ktabs = [self._keys(r) for r in requests]
-            batch = layout.qk_batch(c, layer, ktabs)
-            plans: list = [tb.plan for tb in ktabs]
-        else:
-            vtabs = [self._values(r) for r in requests]
-            batch = layout.sv_batch(c, layer, vtabs, width)
-            plans = [tb.plan for tb in vtabs]
-        self._batches[(layer, kind)] = (key, batch, plans)
+        refresh = self._keys if kind == "qk" else self._values
+        lay: patch.QkLayout | patch.SvLayout | None = None
+        if hit is not None and hit[0][0] == key[0]:  # same requests: patch the changed ones
+            old = hit[3]
+            changed = [k for k, (a, b) in enumerate(zip(hit[0][1], versions)) if a != b]
+            if len(changed) <= patch.MAX_CHANGED:
+                tabs: list = list(old.tables)
+                for k in changed:
+                    tabs[k] = refresh(requests[k])
+                if isinstance(old, patch.QkLayout):
+                    lay = patch.qk_patch(c, layer, old, tabs, changed)
+                else:
+                    lay = patch.sv_patch(c, layer, old, tabs, changed, width)
+        if lay is None:
+            tabs = [refresh(r) for r in requests]
+            lay = patch.qk_layout(c, layer, tabs) if kind == "qk" else \
+                patch.sv_layout(c, layer, tabs, width)
+        batch = lay.batch
+        plans: list = [tb.plan for tb in lay.tables]
+        self._batches[(layer, kind)] = (key, batch, plans, lay)
         return batch, plans
 
     def qk(self, request: int, layer: int,

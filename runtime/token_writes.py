@@ -110,10 +110,10 @@ class TokenBatch:
 
         ``old`` is a batch that is no longer used: its buffers are taken over where they fit
         (fresh memory costs a page fault per 4 KB when first written) and patched rather than
-        rewritten: the Key addresses of the items whose O1K changed, the Value addresses only
-        if the CZ slots written changed (a step's new blocks usually take the slots the last
-        commits freed). The sliding-window payload needs no clearing: every batch of its size
-        sets the same token words.
+        rewritten: the Key addresses of the items whose O1K changed, the Value addresses of the
+        CZ pieces whose slot changed (a step's new blocks usually take the slots the last
+        commits freed, so few or none). The sliding-window payload needs no clearing: every
+        batch of its size sets the same token words.
         """
         m, nl, lanes = len(metas), cfg.n_layers, cfg.device.lanes
         h, d, e = cfg.heads, cfg.d_head, cfg.bursts
@@ -135,8 +135,9 @@ class TokenBatch:
         heads = np.arange(h)[None, :, None] * cfg.ch_per_head
         layers = np.array([cfg.row(layer, 0) for layer in range(nl)])[:, None, None]
         bursts = np.arange(e)[None, None, :]
-        if kept and old is not None:
-            changed = np.flatnonzero((kparams != old.kparams).any(axis=1)).tolist()
+        if kept and old is not None:  # placements are interned by the runtime: identity
+            changed = [i for i, (a, b) in enumerate(zip(old.metas, metas))
+                       if a.key is not b.key and a.key != b.key]
         else:
             changed = list(range(m))
         if len(changed) > 4:
@@ -173,12 +174,20 @@ class TokenBatch:
         shape5 = (nv, h * cfg.ch_per_head, cfg.v_rows, cfg.device.banks)
         kept = buf("vrow", (nv, per)) & buf("vcol", shape5)
         vrow, vcol = bufs["vrow"], bufs["vcol"]
-        if not (kept and old is not None and old.vkeys == vkeys):
+        moved = None if not (kept and old is not None) else \
+            [i for i, (a, b) in enumerate(zip(old.vkeys, vkeys)) if a != b]
+        if moved is None or len(moved) > 4:
             vrow[:] = np.array([[cfg.row(layer, row)] for layer, row, _ in vkeys],
                                dtype=np.int64).reshape(nv, 1)
             col0 = np.array([c0 for _, _, c0 in vkeys], dtype=np.int64)
             np.add(col0[:, None, None, None], np.arange(cfg.v_rows)[None, None, :, None],
                    out=vcol)
+        else:  # a few CZ pieces changed slot (the rest kept their sorted position)
+            rows = np.arange(cfg.v_rows)[None, :, None]
+            for i in moved:
+                layer, row, c0 = vkeys[i]
+                vrow[i] = cfg.row(layer, row)
+                np.add(rows, c0, out=vcol[i])
         n = nv * per
         chan, bank, start, base = _pattern(cfg, n)
         value = Program(_same(n, OP_ID[Opcode.WR_MEM]), _same(n, UNSET), _same(n, UNSET),

@@ -13,13 +13,16 @@ every violation:
 ``protocol``
     a command that is illegal in the current state: a column command to a closed bank or to a
     row other than the open one, an all-bank command without the same row open in all banks,
-    an ACT to an open bank, an ACT16 while a bank has another row open, or a command in the
-    wrong register mode (WRGB, WRMAC16, RDMAC16 and RDAF16 need the register mode that TMOD
-    toggles; everything else needs normal mode).
+    an ACT to an open bank, an ACT16 while a bank has another row open, a MAC under CFR
+    BROADCAST = 1 whose partner bank (``bank ^ 1``, which supplies the vector) is not open on
+    the same row, or a command in the wrong register mode (WRGB, WRMAC16, RDMAC16 and RDAF16
+    need the register mode that TMOD toggles; everything else needs normal mode). CFRs come
+    from ``TimedCommand.cfr`` (a schedule file carries none: BROADCAST = 0).
 
 A command with a protocol error changes no row or mode state (as in the RTL channel, which
 refuses it) but still counts as an issue for later timing rules. Legal schedules produce an
-empty list; the controller's own schedules always do.
+empty list; the controller's own schedules do, except one case the public simulator's
+controller does not handle: it never opens a ``MAC_SBK``'s partner bank under BROADCAST = 1.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from dataclasses import dataclass
 
 from .device import DEVICE, Device
 from .isa import (
-    ALL_ROWS_COMMANDS, BANK_ROW_COMMANDS, COMMAND_SCOPE, REG_MODE_COMMANDS, Command, Scope,
+    ALL_ROWS_COMMANDS, BANK_ROW_COMMANDS, COMMAND_SCOPE, REG_MODE_COMMANDS, Cfr, Command, Scope,
 )
 from .schedule import TimedCommand
 from .timing import TIMING, TimingTable
@@ -149,6 +152,12 @@ def _protocol(ch: _Channel, cmd: TimedCommand) -> str:
             return f"bank {cmd.bank} is closed"
         if cmd.row >= 0 and rows[cmd.bank] != cmd.row:
             return f"bank {cmd.bank} has row {rows[cmd.bank]} open, not {cmd.row}"
+        if c == Command.MAC and len(cmd.cfr) > Cfr.BROADCAST and cmd.cfr[Cfr.BROADCAST]:
+            partner = cmd.bank ^ 1  # the vector comes from the partner bank's open row
+            if rows[partner] != rows[cmd.bank]:
+                state = "closed" if rows[partner] < 0 else f"on row {rows[partner]}"
+                return (f"MAC under CFR BROADCAST = 1 reads partner bank {partner}, which is "
+                        f"{state}, not on row {rows[cmd.bank]}")
         return ""
     if c in ALL_ROWS_COMMANDS:
         if any(r < 0 for r in rows) or len(set(rows)) != 1:

@@ -6,8 +6,8 @@
     channel's schedule on the RTL channel under Verilator (identical schedules once) and score
     it: every read bit-exact with the functional model, no violation flagged by the RTL or the
     model. Exit 1 on a mismatch or an unexpected violation. ``--waves`` copies the replay's
-    waveform to ``FILE``: VCD for a ``.vcd`` name, FST for ``.fst`` (FST needs the LZ4 headers,
-    Debian ``liblz4-dev``, which a plain machine lacks).
+    waveform to ``FILE``: VCD for a ``.vcd`` name, FST for ``.fst`` (``patton.tb.fst`` finds the
+    LZ4 and zlib libraries it links).
 ``patton rtl check SCHEDULE [--rows N] [--json]``
     Replay a timed schedule (``cycle channel command [bank row col]``) on the RTL with
     zero payloads and compare the violations the RTL's checker flags with the model's
@@ -49,7 +49,7 @@ from ..sim import check, schedule as schedule_format, trace as trace_format
 from ..sim.cycle_model import CycleModel
 from ..sim.trace import DATA_COLUMNS
 from ..sim.device import AF_ROW_BASE, DEVICE
-from ..sim.isa import Cfr, Command, Instruction
+from ..sim.isa import Instruction
 from ..sim.schedule import TimedCommand
 
 if TYPE_CHECKING:
@@ -60,8 +60,6 @@ __all__ = ["add_parser", "player", "fill_payloads", "RowsError"]
 
 #: Rows per bank of the RTL build unless ``--rows`` says otherwise (the regression tests' build).
 DEFAULT_ROWS = 64
-#: MAC commands whose vector operand CFR BROADCAST selects.
-_MAC = frozenset({Command.MAC, Command.MAC16})
 #: Violation lines printed per channel group in the human summary.
 _SHOW = 10
 
@@ -189,7 +187,6 @@ class Replay:
     rejected: Counter[str] = field(default_factory=Counter)  # refused by design, by command
     unflagged: list[TimedCommand] = field(default_factory=list)  # refusals the RTL missed
     not_replayed: Counter[str] = field(default_factory=Counter)  # AF LUT rows, by command
-    broadcast: int = 0  # MACs decoded under BROADCAST=1 (the RTL uses the global buffer)
     result: PlayResult | None = None
     verdict: Verdict | None = None
 
@@ -203,7 +200,7 @@ class Replay:
                 "mismatches": v.mismatches, "rtl_violations": v.rtl_violations,
                 "model_violations": v.model_violations, "agree": v.agree,
                 "rejected": dict(self.rejected), "rejections_not_flagged": len(self.unflagged),
-                "not_replayed": dict(self.not_replayed), "broadcast_macs": self.broadcast,
+                "not_replayed": dict(self.not_replayed),
                 "rtl_list": [_rtl_text(x) for x in r.violations],
                 "model_only": sorted(v.model_timing - v.rtl_timing),
                 "rtl_only": sorted(v.rtl_timing - v.model_timing),
@@ -224,8 +221,6 @@ def _replay(play: SchedulePlayer, group: list[list[TimedCommand]], name: str,
     out.not_replayed.update(c.command.name for c in cmds if c.row >= AF_ROW_BASE)
     refused = [c for c in to_rtl if c.command in REJECTED]
     out.rejected.update(c.command.name for c in refused)
-    out.broadcast = sum(c.command in _MAC and len(c.cfr) > Cfr.BROADCAST
-                        and c.cfr[Cfr.BROADCAST] == 1 for c in to_rtl)
     if to_rtl:
         with _stdout_to_stderr():
             result = play.play(to_rtl, name)
@@ -288,11 +283,6 @@ def _rejection_note(replays: Sequence[Replay]) -> list[str]:
     if unflagged:
         lines.append(f"FAIL       {unflagged} command(s) the RTL should refuse were not "
                      "flagged REJECTED")
-    broadcast = sum(r.broadcast * len(r.channels) for r in replays)
-    if broadcast:
-        lines.append(f"warning    {broadcast} MAC command(s) run under CFR BROADCAST=1; the RTL "
-                     "takes the vector from the global buffer only, so reads after them may "
-                     "differ")
     return lines
 
 
@@ -337,7 +327,7 @@ def _run(args: argparse.Namespace) -> int:
     try:
         play = player(args.rows, waves)
     except RuntimeError as error:
-        if waves == "fst" and "LZ4" in str(error):
+        if waves == "fst" and "FST waveforms need" in str(error):
             return _error(str(error))
         raise
     prefix = "rtl-run"
@@ -559,8 +549,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     run.add_argument("--seed", type=int, default=0,
                      help="seed of the payloads filled in for writes without data= (default 0)")
     run.add_argument("--waves", metavar="FILE",
-                     help="build with waveform tracing and copy the dump to FILE (.vcd, or .fst "
-                          "with liblz4-dev installed)")
+                     help="build with waveform tracing and copy the dump to FILE (.vcd or .fst)")
     run.add_argument("--json", action="store_true", help="print one JSON object")
     run.set_defaults(func=_run)
     chk = verbs.add_parser("check", help="replay a schedule on the RTL; compare both checkers",

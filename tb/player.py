@@ -24,9 +24,10 @@ import numpy as np
 from ..hw.generate import TOP, emit_verilog
 from ..hw.isa import command_layout, read_layout, violation_layout
 from ..hw.params import ChannelParams
-from ..sim.isa import Command
+from ..sim.isa import Cfr, Command
 from ..sim.schedule import TimedCommand
 from ..sim.timing import TIMING
+from . import fst
 from .toolchain import BUILD_ROOT, build_dir, environment
 
 __all__ = ["RtlRead", "RtlViolation", "PlayResult", "SchedulePlayer"]
@@ -48,7 +49,7 @@ _BUILD_ARGS = ("-Wno-fatal", "-Wno-lint", "-Wno-style", "-O3", "--no-public-flat
 _SIM_ENV = {"COCOTB_REWRITE_ASSERTION_FILES": ""}
 #: How tb/player.v splits a packed command into schedule-file fields (its parameters):
 #: ``{mask, data, head}``, head = every field below ``data``.
-_HEAD_BITS, _DATA_BITS, _MASK_BITS = 35, 256, 16
+_HEAD_BITS, _DATA_BITS, _MASK_BITS = 36, 256, 16
 
 
 def _offsets(layout) -> dict[str, tuple[int, int]]:
@@ -58,11 +59,16 @@ def _offsets(layout) -> dict[str, tuple[int, int]]:
 
 @dataclass(frozen=True, slots=True)
 class RtlRead:
-    """Data the channel returned on ``rdata``."""
+    """Data the channel returned (RD on ``rdata``, RDMAC16 on ``rdata_mac``)."""
 
     cycle: int  # channel cycle the data was valid in
     command: Command  # RD or RDMAC16
     data: np.ndarray  # (16,) uint16 bfloat16 bit patterns
+
+    @property
+    def issued(self) -> int:
+        """Cycle of the command that read it (return cycle minus its latency)."""
+        return self.cycle - TIMING.latency[self.command]
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,16 +85,11 @@ class RtlViolation:
 class PlayResult:
     """What one replay produced."""
 
-    reads: list[RtlRead] = field(default_factory=list)  # in return order
+    reads: list[RtlRead] = field(default_factory=list)  # in return order, then issue order
     violations: list[RtlViolation] = field(default_factory=list)  # in cycle order
     counter: int = 0  # the channel's sticky violation counter at the end
     cycles: int = 0  # channel cycles simulated
     seconds: float = 0.0  # wall time of the simulation (build excluded)
-
-
-def _lz4_headers() -> bool:
-    """Return True if the C++ compiler can find lz4.h (Verilator's FST writer needs it)."""
-    return any(Path(d, "lz4.h").exists() for d in ("/usr/include", "/usr/local/include"))
 
 
 class SchedulePlayer:
@@ -97,8 +98,8 @@ class SchedulePlayer:
     Args:
         params: channel organisation (few rows keep the mat arrays and builds small).
         waves: dump a waveform of every replay, ``"vcd"`` or ``"fst"`` (slower build and
-            run; ``None``: no waves). FST needs the LZ4 headers (Debian ``liblz4-dev``), which
-            a plain machine lacks; VCD needs nothing.
+            run; ``None``: no waves). FST links the system's LZ4 and zlib libraries
+            (``patton.tb.fst``); VCD needs nothing.
     """
 
     def __init__(self, params: ChannelParams | None = None, *,
@@ -139,21 +140,15 @@ class SchedulePlayer:
         from cocotb_tools.runner import get_runner
 
         sources = self._verilog() + [_PLAYER]
-        flags = hashlib.sha256(" ".join(_BUILD_ARGS).encode()).hexdigest()[:6]
+        args = list(_BUILD_ARGS) + (["--trace-fst", *fst.build_args()]
+                                    if self.waves == "fst" else [])
+        flags = hashlib.sha256(" ".join(args).encode()).hexdigest()[:6]
         where = build_dir(f"{_PLAYER_TOP}-{flags}" + (f"-{self.waves}" if self.waves else ""),
                           *sources)
         runner = get_runner("verilator")
         started = time.perf_counter()
-        args = list(_BUILD_ARGS) + (["--trace-fst"] if self.waves == "fst" else [])
-        try:
-            runner.build(sources=sources, hdl_toplevel=_PLAYER_TOP, build_dir=where,
-                         build_args=args, waves=bool(self.waves), always=False)
-        except RuntimeError as error:
-            if self.waves == "fst" and not _lz4_headers():
-                raise RuntimeError("FST waveforms need the LZ4 headers (lz4.h; Debian package "
-                                   "liblz4-dev), which this machine lacks; use a .vcd file, "
-                                   "or install liblz4-dev") from error
-            raise
+        runner.build(sources=sources, hdl_toplevel=_PLAYER_TOP, build_dir=where,
+                     build_args=args, waves=bool(self.waves), always=False)
         self.build_seconds = time.perf_counter() - started
         self._runner = runner
         return where
@@ -161,9 +156,14 @@ class SchedulePlayer:
     # -- packing ---------------------------------------------------------------------------
 
     def _pack(self, cmd: TimedCommand) -> int:
+        # ``broadcast``: CFR BROADCAST as the command's instruction was decoded (the schedule
+        # carries the CFRs; W CFR puts nothing on the bus). Commands without an instruction
+        # (read from a schedule file) run under the reset value, 0.
+        cfr = cmd.cfr
         fields = {"valid": 1, "command": int(cmd.command), "bank": max(cmd.bank, 0),
-                  "row": max(cmd.row, 0), "col": max(cmd.col, 0), "data": 0,
-                  "mask": (1 << self.params.lanes) - 1}
+                  "row": max(cmd.row, 0), "col": max(cmd.col, 0),
+                  "broadcast": cfr[Cfr.BROADCAST] if len(cfr) > Cfr.BROADCAST else 0,
+                  "data": 0, "mask": (1 << self.params.lanes) - 1}
         payload = cmd.payload
         if payload is not None:
             fields["data"] = int.from_bytes(np.asarray(payload, dtype="<u2").tobytes(), "little")
@@ -238,6 +238,7 @@ class SchedulePlayer:
                 result.cycles, result.counter = cycle, word
             else:
                 raise RuntimeError(f"{path}: unexpected line {line!r}")
+        result.reads.sort(key=lambda r: (r.cycle, r.issued))  # as written; made explicit
         return result
 
     def play_all(self, schedule: Iterable[TimedCommand]) -> dict[int, PlayResult]:

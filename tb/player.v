@@ -4,10 +4,12 @@
 // +SCHEDULE=<file>  one command per line, "<cycle> <mask> <data> <head>" in hex, cycles
 //                   ascending, at most one command per cycle. The packed command (the packing
 //                   is patton.hw.isa.command_layout) is {mask, data, head}: head holds the
-//                   fields below the payload (valid, command, bank, row, col). Split this way,
-//                   a command without payload is a short line, which the simulator parses
-//                   faster.
-// +RESULTS=<file>   written here: "R <cycle> <packed read data>" for every returned read and
+//                   fields below the payload (valid, command, bank, row, col, broadcast).
+//                   Split this way, a command without payload is a short line, which the
+//                   simulator parses faster.
+// +RESULTS=<file>   written here: "R <cycle> <packed read data>" for every returned read (RD
+//                   data from `rdata`, RDMAC16 data from `rdata_mac`; when both return in one
+//                   cycle, the RD, which was issued first, is written first) and
 //                   "V <cycle> <packed violation>" for every flagged command, in hex; then
 //                   "E <cycle> <violation counter>" when the schedule and its reads are done.
 // +DRAIN=<cycles>   cycles to run after the last command (longest read latency + margin).
@@ -16,7 +18,7 @@
 // are the only signals cocotb touches, and the only public ones: tb/player.py builds with
 // --no-public-flat-rw, which lets Verilator optimise everything else.
 module patton_player #(
-    parameter HEAD_BITS = 35,
+    parameter HEAD_BITS = 36,
     parameter DATA_BITS = 256,
     parameter MASK_BITS = 16,
     parameter READ_BITS = 262,
@@ -29,13 +31,15 @@ module patton_player #(
     reg rst = 1'b1;
     reg [CMD_BITS-1:0] cmd;
     wire [READ_BITS-1:0] rdata;
+    wire [READ_BITS-1:0] rdata_mac;
     wire [VIOLATION_BITS-1:0] violation;
     wire [15:0] violations;
     wire [31:0] cycle;
     wire reg_mode;
 
     patton_channel channel (
-        .clk(clk), .rst(rst), .cmd(cmd), .rdata(rdata), .violation(violation),
+        .clk(clk), .rst(rst), .cmd(cmd), .rdata(rdata), .rdata_mac(rdata_mac),
+        .violation(violation),
         .violations(violations), .cycle(cycle), .reg_mode(reg_mode)
     );
 
@@ -86,6 +90,8 @@ module patton_player #(
         end else if (!done) begin
             if (rdata[0])
                 $fwrite(results_file, "R %h %h\n", cycle, rdata);
+            if (rdata_mac[0])
+                $fwrite(results_file, "R %h %h\n", cycle, rdata_mac);
             if (violation[0])
                 $fwrite(results_file, "V %h %h\n", cycle, violation);
             if (have && next_cycle < {32'd0, cycle})

@@ -1,8 +1,11 @@
 """Scoreboard: the RTL channel's replay of a schedule against the models' verdict on it.
 
-Values: every read the RTL returned (RD, RDMAC16) must equal, bit for bit and in return order
-(issue cycle + latency), what the functional model returns when it replays the same schedule
-(``patton.sim.replay``).
+Values: every read the RTL returned (RD on ``rdata``, RDMAC16 on ``rdata_mac``) must equal, bit
+for bit, what the functional model returns when it replays the same schedule
+(``patton.sim.replay``). Both sides are put in return order (issue cycle + latency) and, for
+reads returning in the same cycle (an RD at ``t`` and an RDMAC16 at ``t + 50``), in issue
+order; an RTL read's issue cycle is its return cycle minus its command's latency. Commands
+``verify`` finds illegal are left out of the replay: the RTL refuses them too.
 Checks: the set of (cycle, timing rule) the RTL flagged must equal the set
 ``patton.sim.check.verify`` lists, and so must the cycles flagged for protocol errors.
 """
@@ -64,11 +67,16 @@ def score(schedule: Sequence[TimedCommand], result: PlayResult, device: Device =
     verdict.rtl_timing = {(v.cycle, r) for v in result.violations for r in v.rules}
     verdict.rtl_protocol = {v.cycle for v in result.violations if v.protocol}
     if values:
-        # The RTL returns data in return order: RDMAC16 (2 cycles) overtakes an earlier RD (52).
-        expected = sorted(replay(schedule, FunctionalModel(device)),
-                          key=lambda r: r.command.cycle + TIMING.latency[r.command.command])
-        verdict.reads = max(len(expected), len(result.reads))
-        verdict.mismatches = abs(len(expected) - len(result.reads)) + sum(
-            a.command.command != b.command or not np.array_equal(a.data, b.data)
-            for a, b in zip(expected, result.reads))
+        # Return order: RDMAC16 (2 cycles) overtakes an earlier RD (52); ties in issue order.
+        # Neither the RTL nor ``verify`` executes a command with a protocol error.
+        legal = [c for c in schedule if c.cycle not in verdict.model_protocol]
+        expected = sorted(replay(legal, FunctionalModel(device)),
+                          key=lambda r: (r.command.cycle + TIMING.latency[r.command.command],
+                                         r.command.cycle))
+        got = sorted(result.reads, key=lambda r: (r.cycle, r.issued))
+        verdict.reads = max(len(expected), len(got))
+        verdict.mismatches = abs(len(expected) - len(got)) + sum(
+            a.command.command != b.command or a.command.cycle != b.issued
+            or not np.array_equal(a.data, b.data)
+            for a, b in zip(expected, got))
     return verdict

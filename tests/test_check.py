@@ -138,3 +138,21 @@ def test_schedule_text_round_trip(gemv, tmp_path):
     key = [(c.cycle, c.channel, c.command, c.bank, c.row, c.col) for c in gemv]
     assert [(c.cycle, c.channel, c.command, c.bank, c.row, c.col) for c in again] == key
     assert verify(again) == []
+
+
+def test_broadcast_mac_needs_its_partner_bank_open(tmp_path):
+    # The public controller opens only the MAC_SBK's own bank, also under BROADCAST = 1,
+    # where bank 1 supplies the vector: the checker must call that out.
+    path = tmp_path / "partner.trace"
+    path.write_text("W CFR 0 1\nAiM MAC_SBK 1 1 0 0\nAiM RD_MAC 0 1\nAiM EOC\n")
+    sched = CycleModel(record=True).run(trace.read(path)).schedule
+    found = verify(sched)
+    assert [(v.kind, v.command) for v in found] == [("protocol", Command.MAC)]
+    assert "partner bank 1" in found[0].detail and "closed" in found[0].detail
+    # With bank 1 open on the row (a MAC_ABK opens all banks first) the MAC is legal.
+    path.write_text("W CFR 0 1\nAiM MAC_ABK 1 1 0\nAiM MAC_SBK 1 1 0 0\nAiM RD_MAC 0 1\n"
+                    "AiM EOC\n")
+    assert verify(CycleModel(record=True).run(trace.read(path)).schedule) == []
+    # Under BROADCAST = 0 the partner does not matter.
+    path.write_text("AiM MAC_SBK 1 1 0 0\nAiM RD_MAC 0 1\nAiM EOC\n")
+    assert verify(CycleModel(record=True).run(trace.read(path)).schedule) == []

@@ -49,6 +49,27 @@ def test_run_public_gemv_is_bit_exact(capsys, traces_dir):
     assert report["payloads_filled"] == 2  # WR_GB and WR_BIAS carry no data= in the trace
 
 
+def test_run_all_isr_with_broadcast_is_bit_exact(capsys, traces_dir):
+    # all_isr.trace sets CFR BROADCAST = 1 around a MAC_ABK and a MAC_SBK: the RTL takes
+    # those vectors from the partner bank, as the functional model does.
+    status, report = _json(capsys, ["rtl", "run", str(traces_dir / "all_isr.trace")])
+    assert status == 0 and report["ok"], report
+    assert report["reads"] > 0 and report["mismatches"] == 0
+    assert report["violations"] == report["model_violations"] == 0 and report["agree"]
+    assert report["rejections_not_flagged"] == 0
+
+
+def test_broadcast_mac_with_its_partner_closed_is_flagged_by_both(capsys, tmp_path):
+    # The public controller never opens a MAC_SBK's partner bank under BROADCAST = 1; the RTL
+    # refuses that MAC (protocol PARTNER) and verify lists it: the run fails, both agree.
+    path = tmp_path / "partner.trace"
+    path.write_text("W CFR 0 1\nAiM MAC_SBK 1 1 0 0\nAiM RD_MAC 0 1\nAiM EOC\n")
+    status, report = _json(capsys, ["rtl", "run", str(path)])
+    assert status == 1 and not report["ok"]
+    assert report["violations"] == report["model_violations"] == 1 and report["agree"]
+    assert report["reads"] == 1 and report["mismatches"] == 0  # the RD_MAC of an untouched acc
+
+
 def test_run_reports_the_rtl_rejections(capsys, traces_dir):
     status = main(["rtl", "run", str(traces_dir / "probe_misc.trace")])
     out = capsys.readouterr().out

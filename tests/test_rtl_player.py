@@ -1,21 +1,26 @@
 """The RTL channel under Verilator replays timed schedules from the cycle model.
 
-Legal schedules: zero violations and every read bit-exact with the functional model. Mutated
-schedules (a command moved earlier): the RTL checker flags exactly the rules the model's
-verify mode lists. The Verilator build is cached under build/ (a few minutes the first time).
+Legal schedules: zero violations and every read bit-exact with the functional model, with the
+MAC vector from the global buffer or (CFR BROADCAST = 1) the partner bank, and with an RD and
+an RDMAC16 returning in the same cycle. Mutated schedules (a command moved earlier): the RTL
+checker flags exactly the rules the model's verify mode lists. The Verilator build is cached
+under build/ (a few minutes the first time).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import types
 
 import numpy as np
 import pytest
 
 from patton.hw.params import ChannelParams
 from patton.sim.cycle_model import CycleModel
-from patton.sim.isa import Instruction, Opcode
+from patton.sim.isa import Cfr, Command, Instruction, Opcode, channel_bit
 from patton.sim.programs import KINDS, gemv_program, random_program
+from patton.sim.schedule import TimedCommand
+from patton.sim.timing import TIMING
 
 pytestmark = pytest.mark.verilator
 
@@ -66,6 +71,62 @@ def test_random_programs_are_bit_exact_and_legal(player, seed):
     schedule = _channel0(program)
     verdict = score(schedule, player.play(schedule, f"random{seed}"))
     assert verdict.reads > 0 and verdict.mismatches == 0
+    assert verdict.rtl_violations == verdict.model_violations == 0
+
+
+#: More MAC_ABKs (30 % of them under BROADCAST = 1) and RD_MACs than the uniform mix.
+BROADCAST_KINDS = RTL_KINDS + ("mac_abk", "mac_abk", "rd_mac")
+
+
+@pytest.mark.parametrize("seed", (0, 2, 3))
+def test_random_broadcast_programs_are_bit_exact_and_legal(player, seed):
+    from patton.tb.scoreboard import score
+
+    program = random_program(np.random.default_rng(seed), 60, channels=1, rows=3, data=True,
+                             kinds=BROADCAST_KINDS, broadcast=True)
+    program.insert(-1, Instruction(Opcode.RD_MAC, gpr0=0, channel_mask=channel_bit(0)))
+    schedule = _channel0(program)
+    neighbour = [c for c in schedule
+                 if c.command in (Command.MAC, Command.MAC16) and c.cfr[Cfr.BROADCAST]]
+    assert neighbour and schedule[-1].command == Command.RDMAC16
+    verdict = score(schedule, player.play(schedule, f"broadcast{seed}"))
+    assert verdict.reads > 0 and verdict.mismatches == 0
+    assert verdict.rtl_violations == verdict.model_violations == 0
+
+
+def _entry(cycle: int, command: Command, bank: int = -1, row: int = -1, col: int = -1,
+           words: np.ndarray | None = None) -> TimedCommand:
+    """Return a hand-written schedule entry (``words``: its write payload)."""
+    ins = types.SimpleNamespace(data=words, mask=None)
+    request = types.SimpleNamespace(ins=ins, final=command, index=0, cfr=(0, 1, 0))
+    return TimedCommand(cycle, 0, command, bank, row, col, request=request)
+
+
+def test_rd_and_rdmac16_returning_together_are_both_bit_exact(player):
+    from patton.sim.check import verify
+    from patton.sim.device import DEVICE
+    from patton.sim.functional import FunctionalModel
+    from patton.sim.replay import replay
+    from patton.tb.scoreboard import score
+
+    rng = np.random.default_rng(4)
+    apart = TIMING.latency[Command.RD] - TIMING.latency[Command.RDMAC16]  # 50
+    rd = 94  # the earliest legal cycles before it, then the RDMAC16 `apart` cycles later
+    schedule = [_entry(0, Command.ACT, 3, 1), _entry(28, Command.WR, 3, 1, 2, _bits(rng, 16)),
+                _entry(29, Command.TMOD), _entry(61, Command.WRMAC16, words=_bits(rng, 16)),
+                _entry(62, Command.TMOD), _entry(rd, Command.RD, 3, 1, 2),
+                _entry(rd + 1, Command.TMOD), _entry(rd + apart, Command.RDMAC16)]
+    assert verify(schedule) == []
+    result = player.play(schedule, "collision")
+    back = rd + TIMING.latency[Command.RD]
+    assert [(r.cycle, r.command) for r in result.reads] == [(back, Command.RD),
+                                                            (back, Command.RDMAC16)]
+    want = replay(schedule, FunctionalModel(DEVICE))
+    assert [w.command.command for w in want] == [Command.RD, Command.RDMAC16]
+    for got, ref in zip(result.reads, want):
+        assert ref.data.any() and np.array_equal(got.data, ref.data), got.command
+    verdict = score(schedule, result)
+    assert verdict.reads == 2 and verdict.mismatches == 0
     assert verdict.rtl_violations == verdict.model_violations == 0
 
 

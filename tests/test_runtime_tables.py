@@ -71,6 +71,61 @@ def test_value_table_resumes_split_exactly() -> None:
             assert np.array_equal(tb.rows[:tb.nruns], rows)
 
 
+def test_value_table_publishes_last_block_exactly() -> None:
+    """A CZ block at the end replaced by an O1V: the in-place commit path or cut/extend."""
+    rng = np.random.default_rng(5)
+    applied = 0
+    for _ in range(600):
+        values = _random_values(rng, int(rng.integers(1, 30)))
+        values.append(CzPlace(0, int(rng.integers(0, 8))))
+        tb = ValueTable()
+        tb.extend(values)
+        prev = values[-2] if len(values) > 1 else None
+        if isinstance(prev, ValuePlace) and rng.random() < 0.7:  # the run's next column
+            new = ValuePlace(prev.row0, prev.col + 1)
+        elif rng.random() < 0.2:
+            new = CzPlace(1, int(rng.integers(0, 8)))
+        else:
+            new = ValuePlace(int(rng.integers(0, 2)), int(rng.integers(0, 9)))
+        old_plan = tb.plan
+        old_segments = list(old_plan.segments)
+        values[-1] = new
+        if tb.publish_last(new):
+            applied += 1
+        else:
+            tb.extend(values[tb.cut(len(values) - 1):])
+        segments, rows = _value_rows(values)
+        assert tb.plan.segments == segments and tb.values == values
+        assert np.array_equal(tb.rows[:tb.nruns], rows)
+        assert tb.rfirst == [r.first for s in segments for r in s.runs]
+        assert old_plan.segments == old_segments  # a plan handed out never changes
+        assert tb.plan is not old_plan
+    assert applied > 100
+
+
+def test_value_table_appends_cz_block_exactly() -> None:
+    """A CZ block appended in place (a decode step's boundary) equals a fresh split."""
+    rng = np.random.default_rng(6)
+    for _ in range(300):
+        values = _random_values(rng, int(rng.integers(0, 30)))
+        tb = ValueTable()
+        tb.extend(values)
+        for _ in range(3):
+            old_plan, old_segments = tb.plan, list(tb.plan.segments)
+            cz = CzPlace(int(rng.integers(0, 2)), int(rng.integers(0, 8)))
+            values.append(cz)
+            assert tb.append_cz(cz)
+            segments, rows = _value_rows(values)
+            assert tb.plan.segments == segments and tb.values == values
+            assert np.array_equal(tb.rows[:tb.nruns], rows)
+            assert tb.rfirst == [r.first for s in segments for r in s.runs]
+            assert old_plan.segments == old_segments and tb.plan is not old_plan
+    tb = ValueTable()
+    tb.extend(_random_values(rng, 10))
+    tb.cut(5)  # a split left open: not an append at the end
+    assert not tb.append_cz(CzPlace(0, 0))
+
+
 def test_key_table_appends_and_rebuilds() -> None:
     rng = np.random.default_rng(8)
     by_p = (1, 2, 4, 8)
@@ -120,6 +175,9 @@ def _check_tables(rt: Runtime) -> None:
         return
     width = max(len(rt.table(r)) for r in reqs) * c.block_size + c.block_size
     for layer in range(c.n_layers):
+        # the runtime's own batch (patched from its last one when few tables grew)
+        _same_batch(rt._batch(reqs, layer, "qk", c.device.gb_columns * c.device.lanes)[0],
+                    layout.qk_batch(c, layer, [rt._keys(r) for r in reqs]))
         qk = [asm.qk_template(c, layer, [rt.blocks[b].key for b in rt.table(r)])[0]
               for r in reqs]
         _same_batch(layout.qk_batch(c, layer, [rt._keys(r) for r in reqs]),
@@ -128,6 +186,8 @@ def _check_tables(rt: Runtime) -> None:
               for r in reqs]
         _same_batch(layout.sv_batch(c, layer, [rt._values(r) for r in reqs], width),
                     asm.Batch.of(c, sv, width))
+        _same_batch(rt._batch(reqs, layer, "sv", width)[0],  # (patched from its last one)
+                    layout.sv_batch(c, layer, [rt._values(r) for r in reqs], width))
 
 
 @pytest.mark.parametrize("name", ["gqa-d64", "two-layers", "no-o2v"])
@@ -223,6 +283,8 @@ def _decode(c: Config, offsets: list[int], steps: int, use_append: bool) -> Runt
             _same([i for p in kept[0] for i in p.to_instructions()], kept[1])
         kept = (copies, want)
         rt.check()
+        if use_append:  # the tables patched at commits and boundaries equal fresh ones
+            _check_tables(rt)
     return rt
 
 
@@ -268,3 +330,57 @@ def test_no_cz_append_falls_back() -> None:
     kv = np.arange(c.heads * c.d_head, dtype=np.uint16).reshape(1, 1, c.heads, c.d_head)
     got = a.append([0], kv, kv).all.to_instructions()
     _same(got, b.write_many([(0, 0, kv[0][:, None], kv[0][:, None])]).all)
+
+
+@pytest.mark.parametrize("name", ["gqa-d64", "two-layers"])
+def test_layouts_patched_for_few_changed_requests(name: str, monkeypatch) -> None:
+    """Staggered decode: each step's QK^T and SV layouts patched from the last equal rebuilds.
+
+    Eight requests at every other fill level bind and commit a block or two per step, so
+    :mod:`patton.runtime.layout_patch` applies (a table edited once at its end); steps that
+    change the data width or more requests are laid out anew. Both kinds must occur.
+    """
+    from patton.runtime import layout_patch
+
+    used = {"qk": 0, "sv": 0, "refused": 0}
+    qk_patch, sv_patch = layout_patch.qk_patch, layout_patch.sv_patch
+
+    def count(kind, fn):
+        def wrapped(*args):
+            out = fn(*args)
+            used[kind if out is not None else "refused"] += 1
+            return out
+        return wrapped
+
+    monkeypatch.setattr(layout_patch, "qk_patch", count("qk", qk_patch))
+    monkeypatch.setattr(layout_patch, "sv_patch", count("sv", sv_patch))
+    c = _config(name)
+    rt = Runtime(c)
+    rng = np.random.default_rng(9)
+    reqs = list(range(8))
+    bid = 0
+    for r in reqs:  # request r starts 2 r tokens into its first block
+        rt.allocate(r, bid)
+        if r:
+            z = np.full((c.n_layers, 2 * r, c.heads, c.d_head), r, np.uint16)
+            rt.write(bid, 0, z, z)
+        bid += 1
+    for _ in range(40):
+        ids = []
+        for r in reqs:
+            last = rt.blocks[rt.table(r)[-1]]
+            if last.full:
+                rt.allocate(r, bid)
+                last = rt.blocks[bid]
+                bid += 1
+            ids.append(last.block_id)
+        shape = (len(ids), c.n_layers, c.heads, c.d_head)
+        rt.append(ids, rng.integers(0, 1 << 16, shape, dtype=np.uint16),
+                  rng.integers(0, 1 << 16, shape, dtype=np.uint16))
+        width = max(len(rt.table(r)) for r in reqs) * c.block_size
+        for layer in range(c.n_layers):
+            _same_batch(rt._batch(reqs, layer, "qk", c.device.gb_columns * c.device.lanes)[0],
+                        layout.qk_batch(c, layer, [rt._keys(r) for r in reqs]))
+            _same_batch(rt._batch(reqs, layer, "sv", width)[0],
+                        layout.sv_batch(c, layer, [rt._values(r) for r in reqs], width))
+    assert used["qk"] > 10 and used["sv"] > 10 and used["refused"] > 0, used

@@ -164,6 +164,26 @@ def test_decoder_all_bank_commands():
             open_rows={**everywhere, 7: 2})
 
 
+def test_decoder_broadcast_mac_needs_its_partner():
+    # BROADCAST = 1: MAC on bank b reads bank b ^ 1 too, which must be open on the same row
+    # (the functional model raises ProtocolError otherwise). Other commands ignore the flag.
+    P = ProtocolCode
+    mac = {"command": Opcode.MAC, "col": 0, "broadcast": 1}
+    _decode([
+        ({**mac, "bank": 2, "row": 1}, P.NONE),
+        ({**mac, "bank": 3, "row": 1}, P.NONE),
+        ({**mac, "bank": 4, "row": 1}, P.PARTNER),  # bank 5 closed
+        ({**mac, "bank": 6, "row": 1}, P.PARTNER),  # bank 7 on row 3
+        ({**mac, "bank": 7, "row": 3}, P.PARTNER),  # bank 6 on row 1
+        ({**mac, "bank": 8, "row": 1}, P.BANK_CLOSED),  # its own bank comes first
+        ({**mac, "bank": 4, "row": 1, "broadcast": 0}, P.NONE),
+        ({"command": Opcode.RD, "bank": 4, "row": 1, "col": 0, "broadcast": 1}, P.NONE),
+        ({"command": Opcode.MAC16, "row": 1, "col": 0, "broadcast": 1}, P.NOT_ALL_OPEN),
+    ], open_rows={2: 1, 3: 1, 4: 1, 6: 1, 7: 3})
+    _decode([({"command": Opcode.MAC16, "row": 1, "col": 0, "broadcast": 1}, P.NONE)],
+            open_rows={b: 1 for b in range(16)})
+
+
 def test_decoder_register_mode_and_rejections():
     P = ProtocolCode
     cases = [({"command": Opcode.WRGB, "col": 63}, P.NONE),

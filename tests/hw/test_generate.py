@@ -31,7 +31,8 @@ def test_emit_writes_channel_macro_and_waivers(emitted):
     top = re.search(r"^module patton_channel\((.*)\);", text, re.M)
     assert top is not None
     assert set(top.group(1).replace(" ", "").split(",")) == {
-        "clk", "rst", "cmd", "rdata", "violation", "violations", "cycle", "reg_mode"}
+        "clk", "rst", "cmd", "rdata", "rdata_mac", "violation", "violations", "cycle",
+        "reg_mode"}
     # The mats are black boxes: 16 instances of the macro, whose body lives in its own file.
     assert len(re.findall(rf"^\s*{MAT_MODULE} #\(", text, re.M)) == 16
     assert f"module {MAT_MODULE}" not in text
