@@ -154,6 +154,19 @@ module {name} #(
             rd_data <= words[rd_addr];
         end
     end
+    // Final contents, for a testbench that asks with +MATS=<file>: every non-zero word as
+    // "M <instance path> <word address> <data>" (hex), appended when the simulation ends.
+    integer dump;
+    reg [8*1024-1:0] dump_path;
+    final begin
+        if ($value$plusargs("MATS=%s", dump_path)) begin
+            dump = $fopen(dump_path, "a");
+            for (i = 0; i < WORDS; i = i + 1)
+                if (words[i] != {{(LANES*16){{1'b0}}}})
+                    $fwrite(dump, "M %m %h %h\\n", i, words[i]);
+            $fclose(dump);
+        end
+    end
 endmodule
 """
 

@@ -197,7 +197,9 @@ class Replay:
         return {"channels": self.channels, "commands": self.commands,
                 "replayed_commands": self.replayed, "rtl_cycles": r.cycles,
                 "rtl_seconds": round(r.seconds, 3), "reads": v.reads,
-                "mismatches": v.mismatches, "rtl_violations": v.rtl_violations,
+                "mismatches": v.mismatches + v.mat_mismatches,
+                "read_mismatches": v.mismatches, "mat_words": v.mat_words,
+                "mat_mismatches": v.mat_mismatches, "rtl_violations": v.rtl_violations,
                 "model_violations": v.model_violations, "agree": v.agree,
                 "rejected": dict(self.rejected), "rejections_not_flagged": len(self.unflagged),
                 "not_replayed": dict(self.not_replayed),
@@ -348,7 +350,7 @@ def _run(args: argparse.Namespace) -> int:
     unflagged = sum(len(r.unflagged) * len(r.channels) for r in replays)
     rejections = sum(sum(r.rejected.values()) * len(r.channels) for r in replays)
     violations, model_violations = total("rtl_violations"), total("model_violations")
-    mismatches = total("mismatches")
+    mismatches = total("mismatches") + total("mat_mismatches")
     agree = all(r.verdict.agree for r in replays)
     ok = not (mismatches or violations or model_violations or unflagged) and agree
     report = {
@@ -361,6 +363,9 @@ def _run(args: argparse.Namespace) -> int:
         "replayed_commands": sum(r.replayed for r in replays),
         "reads": total("reads"),
         "mismatches": mismatches,
+        "read_mismatches": total("mismatches"),
+        "mat_words": total("mat_words"),
+        "mat_mismatches": total("mat_mismatches"),
         "violations": violations,
         "model_violations": model_violations,
         "rejections": rejections,
@@ -386,11 +391,14 @@ def _run(args: argparse.Namespace) -> int:
     for r in replays:
         v = r.verdict
         print(f"  {_channels_text(r.channels):<12} {r.commands} commands, {v.reads} reads, "
-              f"{v.mismatches} mismatch(es), {v.rtl_violations} RTL / {v.model_violations} "
+              f"{v.mat_words} mat words, {v.mismatches + v.mat_mismatches} mismatch(es), "
+              f"{v.rtl_violations} RTL / {v.model_violations} "
               f"model violation(s){'' if v.agree else ', checkers DISAGREE'}")
         for line in r.summary()["rtl_list"][:_SHOW]:
             print(f"    rtl    {line}")
-    print(f"reads      {report['reads']} compared, {mismatches} mismatch(es)")
+    print(f"reads      {report['reads']} compared, {report['read_mismatches']} mismatch(es)")
+    print(f"mats       {report['mat_words']} non-zero words compared, "
+          f"{report['mat_mismatches']} mismatch(es)")
     print(f"violations {violations} (RTL), {model_violations} (model)")
     for line in _rejection_note(replays):
         print(line)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -90,6 +91,8 @@ class PlayResult:
     counter: int = 0  # the channel's sticky violation counter at the end
     cycles: int = 0  # channel cycles simulated
     seconds: float = 0.0  # wall time of the simulation (build excluded)
+    #: Final mat contents: every non-zero word, ``(bank, row, col) -> (16,) uint16``.
+    mats: dict[tuple[int, int, int], np.ndarray] = field(default_factory=dict)
 
 
 class SchedulePlayer:
@@ -194,6 +197,7 @@ class SchedulePlayer:
         work = BUILD_ROOT / "runs" / f"{name}-{os.getpid()}"
         work.mkdir(parents=True, exist_ok=True)
         sched_path, results_path = work / "schedule.hex", work / "results.hex"
+        mats_path = work / "mats.hex"
         with open(sched_path, "w") as out:
             head = (1 << _HEAD_BITS) - 1
             data = (1 << _DATA_BITS) - 1
@@ -201,16 +205,18 @@ class SchedulePlayer:
                 word = self._pack(cmd)
                 out.write(f"{cmd.cycle:x} {word >> (_HEAD_BITS + _DATA_BITS):x} "
                           f"{word >> _HEAD_BITS & data:x} {word & head:x}\n")
-        if results_path.exists():
-            results_path.unlink()
+        for stale in (results_path, mats_path):
+            if stale.exists():
+                stale.unlink()
         started = time.perf_counter()
         self._runner.test(hdl_toplevel=_PLAYER_TOP, test_module="patton.tb.cocotb_player",
                           build_dir=self._build, test_dir=work,
                           results_xml=str(work / "results.xml"), waves=bool(self.waves),
                           extra_env=_SIM_ENV,
                           plusargs=[f"+SCHEDULE={sched_path}", f"+RESULTS={results_path}",
-                                    f"+DRAIN={_DRAIN}"])
+                                    f"+MATS={mats_path}", f"+DRAIN={_DRAIN}"])
         result = self._parse(results_path)
+        result.mats = self._mats(mats_path)
         result.seconds = time.perf_counter() - started
         return result
 
@@ -240,6 +246,23 @@ class SchedulePlayer:
                 raise RuntimeError(f"{path}: unexpected line {line!r}")
         result.reads.sort(key=lambda r: (r.cycle, r.issued))  # as written; made explicit
         return result
+
+    def _mats(self, path: Path) -> dict[tuple[int, int, int], np.ndarray]:
+        """Parse the mats' final dump (``hw/mat.py``): non-zero words by (bank, row, col)."""
+        if not path.exists():
+            raise RuntimeError(f"the mats wrote no final contents ({path}); see the simulator "
+                               "log")
+        mats: dict[tuple[int, int, int], np.ndarray] = {}
+        columns, lanes = self.params.columns, self.params.lanes
+        for line in path.read_text().splitlines():
+            kind, where, addr_hex, word_hex = line.split()
+            bank = re.search(r"\.bank(\d+)\.", where)
+            if kind != "M" or bank is None:
+                raise RuntimeError(f"{path}: unexpected line {line!r}")
+            row, col = divmod(int(addr_hex, 16), columns)
+            words = np.frombuffer(int(word_hex, 16).to_bytes(2 * lanes, "little"), dtype="<u2")
+            mats[int(bank.group(1)), row, col] = words.astype(np.uint16)
+        return mats
 
     def play_all(self, schedule: Iterable[TimedCommand]) -> dict[int, PlayResult]:
         """Replay a multi-channel schedule one channel at a time."""

@@ -60,6 +60,29 @@ def test_gemv_with_reads_is_bit_exact(player):
     assert verdict.reads == 3 + 3  # three RDMAC16, three RD
     assert verdict.mismatches == 0
     assert verdict.rtl_violations == verdict.model_violations == 0
+    # Final mat contents: the 48 x 32 weight columns (every one has a non-zero lane).
+    assert verdict.mat_words == 48 * 32 and verdict.mat_mismatches == 0
+
+
+def test_final_mat_contents_are_compared_word_by_word(player):
+    from patton.tb.scoreboard import score
+
+    program = random_program(np.random.default_rng(11), 60, channels=1, rows=3, data=True,
+                             kinds=RTL_KINDS, broadcast=False)
+    schedule = _channel0(program)
+    result = player.play(schedule, "mats")
+    verdict = score(schedule, result)
+    assert verdict.mat_words > 0 and verdict.mat_mismatches == 0
+    key = sorted(result.mats)[0]
+    flipped = dict(result.mats)
+    flipped[key] = result.mats[key] ^ np.uint16(1 << 3)
+    missing = {k: v for k, v in result.mats.items() if k != key}
+    extra = dict(result.mats)
+    extra[15, 63, 63] = np.full(16, 0x3F80, np.uint16)
+    for mats, words in ((flipped, verdict.mat_words), (missing, verdict.mat_words),
+                        (extra, verdict.mat_words + 1)):
+        other = score(schedule, dataclasses.replace(result, mats=mats))
+        assert (other.mat_words, other.mat_mismatches) == (words, 1)
 
 
 @pytest.mark.parametrize("seed", range(3))

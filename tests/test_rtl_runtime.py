@@ -4,8 +4,9 @@
 boundaries, Commit Zone writes and commits, QK^T and SV) on the functional model, checks every
 score and output bit-exact against the runtime's reference and writes the programs as a trace.
 ``patton rtl run`` then replays that trace's schedule, channel by channel, on the Verilator
-build of the channel and requires every RD_MAC read-out bit-exact with the functional model
-and no violation. Together: RTL == functional model == the runtime's attention reference.
+build of the channel and requires every RD_MAC read-out and the final contents of the mats
+(every Key and Value word written) bit-exact with the functional model, and no violation.
+Together: RTL == functional model == the runtime's attention reference.
 """
 
 from __future__ import annotations
@@ -35,5 +36,6 @@ def test_runtime_attention_on_the_rtl(model, requests, steps, tmp_path, capsys):
     status, rtl = _json(capsys, ["rtl", "run", str(path), "--rows", "1024"])
     assert rtl["payloads_filled"] == 0  # every write carries the runtime's own data
     assert rtl["reads"] > 0 and rtl["mismatches"] == 0
+    assert rtl["mat_words"] > 0 and rtl["mat_mismatches"] == 0  # every K and V word written
     assert rtl["violations"] == 0 and rtl["model_violations"] == 0 and rtl["agree"]
     assert rtl["ok"] and status == 0
