@@ -224,12 +224,7 @@ def qk_template(cfg: Config, layer: int, keys: list[KeyPlace]) -> tuple[Template
 
     The step's data is the query tiled over the GB: ``(heads, gb_columns * lanes)`` words.
     """
-    groups: dict[tuple[int, int], dict[int, int]] = {}
-    for pos, k in enumerate(keys):
-        members = groups.setdefault((k.row, k.col), {})
-        if k.p in members:
-            raise AssertionError(f"two O1Ks at channel {k.p}, row {k.row}, col {k.col}")
-        members[k.p] = pos
+    groups = cmd.o1k_groups(keys)
     by_head, by_p = cmd.group_masks(cfg)
     cols, lanes, e = cfg.device.gb_columns, cfg.device.lanes, cfg.bursts
     base = cfg.row(layer, 0)

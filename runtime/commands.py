@@ -25,8 +25,9 @@ from .config import Config
 from .metadata import CzPlace, KeyPlace, ValuePlace
 
 __all__ = [
-    "key_writes", "cz_writes", "o1v_writes", "o1v_token_writes", "group_masks", "QkPlan",
-    "SvPlan", "sv_segments", "qk_body", "qk_program", "sv_body", "sv_program", "Run", "Segment",
+    "key_writes", "cz_writes", "o1v_writes", "o1v_token_writes", "group_masks", "o1k_groups",
+    "QkPlan", "SvPlan", "sv_segments", "qk_body", "qk_program", "sv_body", "sv_program",
+    "Run", "Segment",
 ]
 
 _W = Opcode.WR_MEM
@@ -202,6 +203,21 @@ def _triple(cfg: Config, layer: int, row: int, col: int,
             Instruction(Opcode.RD_MAC, gpr0=0, channel_mask=mask))
 
 
+def o1k_groups(keys: list[KeyPlace]) -> dict[tuple[int, int], dict[int, int]]:
+    """Group O1Ks (table order) by address: ``(row, col) -> {channel p: table position}``.
+
+    O1Ks at one address in different channels (Case Ch) share a QK^T command triple; two at
+    one address in the same channel would overlap, which the allocator never does.
+    """
+    groups: dict[tuple[int, int], dict[int, int]] = {}
+    for pos, k in enumerate(keys):
+        members = groups.setdefault((k.row, k.col), {})
+        if k.p in members:
+            raise AssertionError(f"two O1Ks at channel {k.p}, row {k.row}, col {k.col}")
+        members[k.p] = pos
+    return groups
+
+
 def qk_body(cfg: Config, layer: int, keys: list[KeyPlace],
             memo: Memo | None = None) -> tuple[list[Instruction], QkPlan]:
     """Return the data-independent part of QK^T over O1Ks ``keys`` (table order).
@@ -211,12 +227,7 @@ def qk_body(cfg: Config, layer: int, keys: list[KeyPlace],
     depends only on its address and member channels, so it is built once per such key and
     reused from ``memo`` (the placement fixes it; per step only the table is walked).
     """
-    groups: dict[tuple[int, int], dict[int, int]] = {}
-    for pos, k in enumerate(keys):
-        members = groups.setdefault((k.row, k.col), {})
-        if k.p in members:
-            raise AssertionError(f"two O1Ks at channel {k.p}, row {k.row}, col {k.col}")
-        members[k.p] = pos
+    groups = o1k_groups(keys)
     memo = {} if memo is None else memo
     body: list[Instruction] = []
     reads = []

@@ -85,12 +85,12 @@ def score(schedule: Sequence[TimedCommand], result: PlayResult, device: Device =
             for a, b in zip(expected, got))
         channel = schedule[0].channel if schedule else 0
         verdict.mat_words, verdict.mat_mismatches = _compare_mats(
-            model.channels[channel].mats, result.mats)
+            model.channels[channel].mats, result.mats, device.lanes)
     return verdict
 
 
 def _compare_mats(model: dict[int, np.ndarray],
-                  rtl: dict[tuple[int, int, int], np.ndarray]) -> tuple[int, int]:
+                  rtl: dict[tuple[int, int, int], np.ndarray], lanes: int) -> tuple[int, int]:
     """Compare final mat contents; return (words compared, words that differ).
 
     ``model``: the functional model's rows (``row -> (banks, columns, lanes)``); ``rtl``: the
@@ -105,6 +105,6 @@ def _compare_mats(model: dict[int, np.ndarray],
         for bank, col in zip(*np.nonzero(block.any(axis=2))):
             want[int(bank), row, int(col)] = block[bank, col]
     keys = want.keys() | rtl.keys()
-    zero = np.zeros(DEVICE.lanes, dtype=np.uint16)
+    zero = np.zeros(lanes, dtype=np.uint16)
     differ = sum(not np.array_equal(want.get(k, zero), rtl.get(k, zero)) for k in keys)
     return len(keys), differ
