@@ -20,7 +20,7 @@ from patton.sim import trace
 from patton.sim.cycle_model import CycleModel
 from patton.sim.isa import Instruction, Opcode
 
-DEFAULT = Path(__file__).resolve().parents[2] / "shared" / "reference" / "aim" / "traces"
+DEFAULT = Path(__file__).resolve().parents[1] / "tests" / "data" / "aim"
 
 
 def best(model: CycleModel, program: list[Instruction], repeat: int):

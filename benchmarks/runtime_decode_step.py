@@ -28,7 +28,7 @@ blocks are at every fill level (request ``r`` is ``(r * 16 / requests) % 16`` to
 as in a server whose requests arrived at different times: every step then binds a block in two
 requests and commits two others ("staggered", best of ``--steady`` steps).
 
-Assembly builds columnar programs (:class:`patton.runtime.program.Program`). Expanding them to
+Assembly builds columnar programs (:class:`patton.sim.program.Program`). Expanding them to
 ``Instruction`` objects, which the cycle model, the functional model and the trace writer take
 (an engine does not), is timed once per step kind after the runs, outside the decode loop, and
 the programs run on the cycle model (0.5 ns per cycle) for the device time.
@@ -48,7 +48,7 @@ import numpy as np
 
 from patton.runtime.config import Config, model
 from patton.runtime.lifecycle import Runtime
-from patton.runtime.program import Program
+from patton.sim.program import Program
 from patton.sim.cycle_model import CycleModel
 from patton.sim.isa import Instruction, Opcode
 

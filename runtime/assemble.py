@@ -27,7 +27,7 @@ from patton.sim.isa import Opcode, channel_bit
 from . import commands as cmd
 from .config import Config
 from .metadata import CzPlace, KeyPlace, ValuePlace
-from .program import FIELDS, OP_ID, UNSET, Program, concat, make
+from patton.sim.program import FIELDS, OP_ID, UNSET, Program, concat, make
 
 __all__ = ["Cache", "key_writes", "value_writes", "token_writes", "Template", "Batch",
            "qk_template", "sv_template"]

@@ -18,7 +18,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from patton.sim.functional import Readout
+from patton.sim.program import Readout
 from patton.sim.isa import Instruction, Opcode, channel_bit
 
 from .config import Config

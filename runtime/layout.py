@@ -24,7 +24,7 @@ from patton.sim.isa import Opcode
 from .assemble import Batch
 from .commands import group_masks
 from .config import Config
-from .program import OP_ID, UNSET, Program, same, zeros
+from patton.sim.program import OP_ID, UNSET, Program, same, zeros
 from .metadata import CzPlace
 from .tables import KeyTable, ValueTable
 

@@ -36,7 +36,7 @@ import numpy as np
 from .assemble import Batch
 from .config import Config
 from .layout import _GB, cz_segments, qk_fields, qk_triples, sv_sections
-from .program import UNSET, Program, same, zeros
+from patton.sim.program import UNSET, Program, same, zeros
 from .tables import KeyTable, ValueTable
 
 __all__ = ["QkLayout", "qk_layout", "qk_patch", "SvLayout", "sv_layout", "sv_patch",

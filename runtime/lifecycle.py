@@ -33,7 +33,7 @@ from .errors import (
 )
 from . import layout_patch as patch
 from .metadata import CLEAN, BlockMeta, CzPlace, KeyPlace, Mode, RequestState, ValuePlace
-from .program import Program, concat
+from patton.sim.program import Program, concat
 from .tables import KeyTable, ValueTable
 from .token_writes import TokenBatch, commit_writes
 

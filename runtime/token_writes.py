@@ -30,8 +30,8 @@ from patton.sim.isa import Opcode
 from . import assemble as asm
 from .config import Config
 from .metadata import BlockMeta, ValuePlace
-from .program import OP_ID, UNSET, Program
-from .program import same as _same
+from patton.sim.program import OP_ID, UNSET, Program
+from patton.sim.program import same as _same
 
 __all__ = ["TokenBatch", "commit_writes"]
 

@@ -51,8 +51,9 @@ from .isa import (
     ALL_ROWS_COMMANDS, BANK_ROW_COMMANDS, CFR_RANGE, CFR_RESET, COMMAND_SCOPE, Cfr, Command,
     Instruction, Opcode, Scope,
 )
+from .program import Readout
 
-__all__ = ["ProtocolError", "ChannelState", "Readout", "FunctionalModel"]
+__all__ = ["ProtocolError", "ChannelState", "FunctionalModel"]
 
 _CLOSED = -1
 #: Number of activation-function LUT rows (AFM ids) above :data:`AF_ROW_BASE`.
@@ -111,19 +112,6 @@ class _Args:
     lanes: np.ndarray  # (lanes,) bool, lanes the write mask enables
 
 
-@dataclass(frozen=True, slots=True)
-class Readout:
-    """One value the host received.
-
-    ``channel`` is ``None`` for an ``R GPR`` line; ``data`` holds 16 bfloat16 bit patterns (one
-    column for RD, one value per bank for RDMAC16/RDAF16).
-    """
-
-    channel: int | None  # channel the data came from
-    opcode: Opcode  # instruction that read it
-    data: np.ndarray = field(compare=False)  # (16,) uint16
-
-
 class FunctionalModel:
     """Values-only model of an AiM device with ``device.channels`` channels.
 
@@ -149,6 +137,7 @@ class FunctionalModel:
         self._no_words.flags.writeable = False
         self._all_lanes = np.ones(device.lanes, dtype=bool)
         self._all_lanes.flags.writeable = False
+        self._index = -1  # position of the instruction :meth:`run` is executing
         self._handlers = {
             Command.ACT: self._act, Command.ACT4: self._act, Command.ACT16: self._act,
             Command.PRE: self._pre, Command.PRE4: self._pre, Command.PREA: self._pre,
@@ -227,7 +216,8 @@ class FunctionalModel:
                 it stay executed.
         """
         out: list[Readout] = []
-        for inst in instructions:
+        for index, inst in enumerate(instructions):
+            self._index = index
             self._run(inst, out)
         return out
 
@@ -576,7 +566,7 @@ class FunctionalModel:
         elif op is Opcode.WR_GPR:
             self.gprs[self._gpr_id(inst.gpr)] = self._payload_gpr(inst)
         elif op is Opcode.RD_GPR:
-            out.append(Readout(None, op, self._gpr(self._gpr_id(inst.gpr)).copy()))
+            out.append(Readout(None, op, self._gpr(self._gpr_id(inst.gpr)).copy(), self._index))
         elif op is Opcode.EWADD:
             count = 1 if inst.opsize is None else inst.opsize
             g0, g1 = self._gpr_id(inst.gpr0), self._gpr_id(inst.gpr1)
@@ -656,7 +646,7 @@ class FunctionalModel:
                 result = self.execute(c, final, inst.bank, row, col if needs_col else None,
                                       data, inst.mask if final in _WRITES else None)
                 if result is not None:
-                    out.append(Readout(c, op, result))
+                    out.append(Readout(c, op, result, self._index))
                     if inst.gpr0 is not None:
                         self.gprs[inst.gpr0 + ranks[c]] = result
 

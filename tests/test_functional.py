@@ -10,7 +10,8 @@ import pytest
 
 from patton.sim import datapath as dp
 from patton.sim.device import AF_ROW_BASE, DEVICE
-from patton.sim.functional import FunctionalModel, ProtocolError, Readout
+from patton.sim.functional import FunctionalModel, ProtocolError
+from patton.sim.program import Readout
 from patton.sim.isa import Cfr, Command, Instruction, Opcode, channel_bit
 
 BANKS, LANES, COLS = DEVICE.banks, DEVICE.lanes, DEVICE.columns

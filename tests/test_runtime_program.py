@@ -15,7 +15,7 @@ from patton.runtime import commands as cmd
 from patton.runtime.config import Config, ModelSpec
 from patton.runtime.lifecycle import Runtime
 from patton.runtime.metadata import CzPlace, Mode, ValuePlace
-from patton.runtime.program import Program, concat
+from patton.sim.program import Program, concat
 from patton.runtime.scenario import Tokens, apply_lifecycle, generate
 from patton.sim.device import DEVICE
 from patton.sim.isa import Instruction, Opcode
@@ -199,8 +199,11 @@ def test_round_trip_and_concat() -> None:
         _same(Program.of(prog).to_instructions(), prog)
     _same(concat([Program.of(w), Program.of(q)]).to_instructions(), w + q)
     assert concat([]).to_instructions() == []
-    with pytest.raises(ValueError, match="gpr1"):
-        Program.of([Instruction(Opcode.EWADD, opsize=1, gpr0=0, gpr1=1)])
+    host = [Instruction(Opcode.EWADD, opsize=1, gpr0=0, gpr1=1),
+            Instruction(Opcode.WR_CFR, cfr=0, value=1), Instruction(Opcode.RD_GPR, gpr=3)]
+    _same(Program.of(host).to_instructions(), host)  # host-side fields are stored too
+    _same(list(Program.of(host)[1:]), host[1:])
+    assert Program.of(host)[-1] == host[-1]
 
 
 def test_step_data_must_cover_tables() -> None:

@@ -22,7 +22,7 @@ from patton.runtime.config import Config, ModelSpec
 from patton.runtime.errors import PattonError
 from patton.runtime.lifecycle import Runtime
 from patton.runtime.metadata import CzPlace, KeyPlace, Mode, ValuePlace
-from patton.runtime.program import FIELDS, Program
+from patton.sim.program import FIELDS, Program
 from patton.runtime.tables import KeyTable, ValueTable
 
 from test_runtime_e2e import _config
