@@ -18,6 +18,7 @@ from pathlib import Path
 
 from patton.sim import trace
 from patton.sim.cycle_model import CycleModel
+from patton.sim.executor import closed
 from patton.sim.isa import Instruction, Opcode
 
 DEFAULT = Path(__file__).resolve().parents[1] / "tests" / "data" / "aim"
@@ -46,8 +47,7 @@ def main() -> None:
         assert result.cycles == reference[path.stem]["memory_system_cycles"], path.stem
         print(f"{path.stem:40s} {result.commands:10d} {result.cycles:9d} {seconds:8.3f} "
               f"{result.commands / seconds:12,.0f}")
-    program = trace.read(folder / "micro_macab_1024_16banks.trace")[:64]
-    program.append(Instruction(Opcode.EOC))
+    program = closed(trace.read(folder / "micro_macab_1024_16banks.trace")[:64])
     print("\nmicro_macab, first 64 instructions, each fast path off:")
     for label, options in [("default (skip + group)", {}), ("no grouping", {"group": False}),
                            ("no skipping", {"skip": False}),

@@ -48,7 +48,7 @@ def _aim_run(args: argparse.Namespace) -> int:
     report = {
         "trace": str(args.trace),
         "cycles": result.cycles,
-        "time_ns": result.cycles * 0.5,
+        "time_ns": result.cycles * model.device.cycle_ns,
         "commands": result.commands,
         "command_counts": {str(ch): counts for ch, counts in result.command_counts.items()},
         "bank_state_cycles": {str(ch): s for ch, s in result.bank_state_cycles.items()},

@@ -20,7 +20,7 @@ from patton.sim.cycle_model import CycleModel
 from patton.sim.device import DEVICE
 from patton.sim.energy import energy
 from patton.sim.functional import FunctionalModel
-from patton.sim.programs import gemv_program
+from patton.sim.random_programs import gemv_program
 
 
 def _bf16(values: np.ndarray) -> np.ndarray:

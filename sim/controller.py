@@ -158,6 +158,20 @@ class ChannelController:
         self.record = record
         self.log: list[Issue] = []
 
+    def resume(self, open_row: list[int], reg_mode: bool) -> None:
+        """Start from banks open on ``open_row`` (-1 closed) in register mode ``reg_mode``.
+
+        Only row and mode state carry over from an earlier program; its timing windows are
+        taken as elapsed (see :class:`patton.sim.cycle_model.DeviceState`).
+        """
+        self.open_row = list(open_row)
+        self.open_mask = sum(1 << b for b, r in enumerate(open_row) if r >= 0)
+        self.reported_open = 0
+        for b, r in enumerate(open_row):
+            if r >= 0:
+                self.reported_open |= 1 << b % self._per_group
+        self.reg_mode = reg_mode
+
     # -- splitting -------------------------------------------------------------------------
 
     def split(self, members: list[int]) -> ChannelController:

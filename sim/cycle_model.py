@@ -37,7 +37,30 @@ from .isa import CFR_RESET, Cfr, Command, Instruction, Opcode
 from .schedule import TimedCommand
 from .timing import TIMING, TimingTable
 
-__all__ = ["CycleModel", "RunResult", "run"]
+__all__ = ["CycleModel", "DeviceState", "RunResult", "run"]
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceState:
+    """The row, register-mode and CFR state a program leaves behind, to start the next from.
+
+    A run that starts from a state begins with these banks open, these channels in register
+    mode and these CFR values, and with every timing window of the earlier program elapsed
+    (an executor that keeps a device alive across programs leaves at least
+    :attr:`patton.sim.timing.TimingTable.quiet` idle cycles between them). The reset state
+    (:meth:`reset`) is the public simulator's start: all banks closed, normal mode, CFRs at
+    their reset values.
+    """
+
+    open_rows: tuple[tuple[int, ...], ...]  # per channel, per bank: open row or -1
+    reg_mode: tuple[bool, ...]  # per channel: register read/write mode
+    cfr: tuple[int, ...]  # the DMA's CFR values, by Cfr id
+
+    @classmethod
+    def reset(cls, device: Device = DEVICE) -> DeviceState:
+        """Return the power-up state."""
+        return cls(tuple((-1,) * device.banks for _ in range(device.channels)),
+                   (False,) * device.channels, tuple(CFR_RESET[c] for c in Cfr))
 
 
 @dataclass(slots=True)
@@ -53,6 +76,7 @@ class RunResult:
     command_counts: dict[int, dict[str, int]]  # per channel, per command name
     bank_state_cycles: dict[int, dict[str, int]]  # per channel: active, precharged, idle
     schedule: list[TimedCommand] | None = field(default=None, repr=False)  # if recorded
+    state: DeviceState | None = field(default=None, repr=False)  # what the run left behind
 
     @property
     def commands(self) -> int:
@@ -83,9 +107,14 @@ class CycleModel:
         self.group = group
         self.progress = progress  # called about once a second: (done, instructions, cycle)
 
-    def run(self, program: Iterable[Instruction]) -> RunResult:
-        """Simulate a program that ends with EOC and return cycles, counts and schedule."""
-        return _Run(self, list(program)).result()
+    def run(self, program: Iterable[Instruction],
+            state: DeviceState | None = None) -> RunResult:
+        """Simulate a program that ends with EOC and return cycles, counts and schedule.
+
+        ``state`` (default: :meth:`DeviceState.reset`) is the row, mode and CFR state to start
+        from; the result's ``state`` is the one the program leaves.
+        """
+        return _Run(self, list(program), state).result()
 
 
 def run(program: Iterable[Instruction], **options) -> RunResult:
@@ -96,7 +125,8 @@ def run(program: Iterable[Instruction], **options) -> RunResult:
 class _Run:
     """One simulation: the DMA's state plus the controllers."""
 
-    def __init__(self, model: CycleModel, program: list[Instruction]) -> None:
+    def __init__(self, model: CycleModel, program: list[Instruction],
+                 state: DeviceState | None) -> None:
         if not program or program[-1].opcode != Opcode.EOC:
             raise ValueError("a program must end with AiM EOC")
         if any(ins.opcode == Opcode.EOC for ins in program[:-1]):
@@ -107,11 +137,25 @@ class _Run:
         self.stalled = 0
         self.finished = False
         self.progress = False
-        self.cfr = {c: v for c, v in CFR_RESET.items()}
-        members = [list(range(dev.channels))] if model.group else [
-            [c] for c in range(dev.channels)]
-        self.controllers = [ChannelController(m, dev, model.timing, model.record)
-                            for m in members]
+        state = DeviceState.reset(dev) if state is None else state
+        if len(state.open_rows) != dev.channels or len(state.reg_mode) != dev.channels:
+            raise ValueError(f"a state of {len(state.open_rows)} channels for a device of "
+                             f"{dev.channels}")
+        self.cfr = {c: state.cfr[c] for c in Cfr}
+        starts = [(state.open_rows[c], state.reg_mode[c]) for c in range(dev.channels)]
+        members: list[list[int]] = []
+        if model.group:  # channels that start alike are simulated once
+            alike: dict[tuple, list[int]] = {}
+            for c, start in enumerate(starts):
+                alike.setdefault(start, []).append(c)
+            members = list(alike.values())
+        else:
+            members = [[c] for c in range(dev.channels)]
+        self.controllers = []
+        for m in members:
+            ctl = ChannelController(m, dev, model.timing, model.record)
+            ctl.resume(list(starts[m[0]][0]), starts[m[0]][1])
+            self.controllers.append(ctl)
         self.cycles = self._simulate()
 
     # -- decode ------------------------------------------------------------------------------
@@ -173,8 +217,8 @@ class _Run:
                 ok &= self._send(ctl, req, k)
                 self.stalled += len(ctl.members)
             return ok
-        if op in (Opcode.RD_MEM, Opcode.WR_MEM, Opcode.RD_SBK, Opcode.WR_SBK):
-            kind = Kind.READ if op in (Opcode.RD_MEM, Opcode.RD_SBK) else Kind.WRITE
+        if info.conventional:
+            kind = Kind.READ if info.final == Command.RD else Kind.WRITE
         else:
             kind = Kind.AIM
         bank = ins.bank if ins.bank is not None else -1
@@ -286,5 +330,12 @@ class _Run:
                     schedule.extend(TimedCommand.of(issue, m) for issue in ctl.log)
         if schedule is not None:
             schedule.sort(key=lambda t: (t.cycle, t.channel))
+        dev = self.model.device
+        rows: list[tuple[int, ...]] = [()] * dev.channels
+        modes: list[bool] = [False] * dev.channels
+        for ctl in self.controllers:
+            for m in ctl.members:
+                rows[m], modes[m] = tuple(ctl.open_row), ctl.reg_mode
+        end = DeviceState(tuple(rows), tuple(modes), tuple(self.cfr[c] for c in Cfr))
         return RunResult(self.cycles, dict(sorted(counts.items())), dict(sorted(states.items())),
-                         schedule)
+                         schedule, end)

@@ -61,6 +61,11 @@ class Device:
         return self.column_bytes // 2
 
     @property
+    def cycle_ns(self) -> float:
+        """Length of one memory-system cycle in ns (the timing table's clock)."""
+        return float(params()["cycle_ns"])
+
+    @property
     def row_bytes(self) -> int:
         """Bytes per row."""
         return self.columns * self.column_bytes

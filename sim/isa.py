@@ -201,42 +201,56 @@ class OpcodeInfo:
     conventional: bool = False  # scheduled as an ordinary read/write
     columns: bool = False  # opsize counts 32 B columns starting at ``col``
     reader: bool = False  # completion goes through the read-return path
+    payload: int | None = None  # payload columns it may carry (0: ``opsize``), None: none
+    maskable: bool = False  # may carry a 16-bit lane mask (``mask=``)
+    addressed: bool = False  # may carry a start column (``col=``)
+
+    def payload_words(self, columns: int, lanes: int) -> int:
+        """Return the payload size in words for an instruction of ``columns`` columns."""
+        if self.payload is None:
+            raise ValueError("this instruction carries no payload")
+        return (self.payload or columns) * lanes
 
 
 _F = Field
 OPCODE_INFO: dict[Opcode, OpcodeInfo] = {
     Opcode.WR_SBK: OpcodeInfo((_F.GPR0, _F.CHANNEL_MASK, _F.BANK, _F.ROW), Command.WR,
-                              conventional=True, columns=True),
+                              conventional=True, columns=True, payload=1, maskable=True,
+                              addressed=True),
     Opcode.RD_SBK: OpcodeInfo((_F.GPR0, _F.CHANNEL_MASK, _F.BANK, _F.ROW), Command.RD,
-                              conventional=True, columns=True, reader=True),
+                              conventional=True, columns=True, reader=True, addressed=True),
     Opcode.WR_ABK: OpcodeInfo((_F.GPR0, _F.CHANNEL_MASK, _F.ROW), Command.WRA16,
-                              one_channel=True, columns=True),
+                              one_channel=True, columns=True, payload=1, maskable=True,
+                              addressed=True),
     Opcode.WR_GB: OpcodeInfo((_F.OPSIZE, _F.GPR0, _F.CHANNEL_MASK), Command.WRGB,
-                             reg_mode=True, columns=True),
-    Opcode.WR_BIAS: OpcodeInfo((_F.GPR0, _F.CHANNEL_MASK), Command.WRMAC16, reg_mode=True),
+                             reg_mode=True, columns=True, payload=0, maskable=True,
+                             addressed=True),
+    Opcode.WR_BIAS: OpcodeInfo((_F.GPR0, _F.CHANNEL_MASK), Command.WRMAC16, reg_mode=True,
+                               payload=1),
     Opcode.WR_AFLUT: OpcodeInfo((_F.OPSIZE,), None),
     Opcode.RD_MAC: OpcodeInfo((_F.GPR0, _F.CHANNEL_MASK), Command.RDMAC16, reg_mode=True,
                               blocking=True, reader=True),
     Opcode.RD_AF: OpcodeInfo((_F.GPR0, _F.CHANNEL_MASK), Command.RDAF16, reg_mode=True,
                              blocking=True, reader=True),
     Opcode.COPY_BKGB: OpcodeInfo((_F.OPSIZE, _F.CHANNEL_MASK, _F.BANK, _F.ROW), Command.RDCP,
-                                 columns=True),
+                                 columns=True, addressed=True),
     Opcode.COPY_GBBK: OpcodeInfo((_F.OPSIZE, _F.CHANNEL_MASK, _F.BANK, _F.ROW), Command.WRCP,
-                                 columns=True),
+                                 columns=True, addressed=True),
     Opcode.MAC_SBK: OpcodeInfo((_F.OPSIZE, _F.CHANNEL_MASK, _F.BANK, _F.ROW), Command.MAC,
-                               columns=True),
+                               columns=True, addressed=True),
     Opcode.MAC_ABK: OpcodeInfo((_F.OPSIZE, _F.CHANNEL_MASK, _F.ROW), Command.MAC16,
-                               columns=True),
+                               columns=True, addressed=True),
     Opcode.AF: OpcodeInfo((_F.CHANNEL_MASK,), Command.AF16),
     Opcode.EWMUL: OpcodeInfo((_F.OPSIZE, _F.CHANNEL_MASK, _F.ROW), Command.EWMUL16,
-                             columns=True),
+                             columns=True, addressed=True),
     Opcode.EWADD: OpcodeInfo((_F.OPSIZE, _F.GPR0, _F.GPR1), None),
     Opcode.SYNC: OpcodeInfo((), Command.SYNC, blocking=True, reader=True),
     Opcode.EOC: OpcodeInfo((), Command.EOC, blocking=True, reader=True),
-    Opcode.RD_MEM: OpcodeInfo((), Command.RD, conventional=True, reader=True),
-    Opcode.WR_MEM: OpcodeInfo((), Command.WR, conventional=True),
+    Opcode.RD_MEM: OpcodeInfo((), Command.RD, conventional=True, reader=True, addressed=True),
+    Opcode.WR_MEM: OpcodeInfo((), Command.WR, conventional=True, payload=1, maskable=True,
+                              addressed=True),
     Opcode.RD_GPR: OpcodeInfo((), None),
-    Opcode.WR_GPR: OpcodeInfo((), None),
+    Opcode.WR_GPR: OpcodeInfo((), None, payload=1),
     Opcode.WR_CFR: OpcodeInfo((), None),
 }
 del _F

@@ -85,6 +85,17 @@ class TimingTable:
             Command.AF16: 1, Command.EWMUL16: 1, Command.SYNC: 1, Command.EOC: 1,
         }
 
+    @property
+    def quiet(self) -> int:
+        """Idle cycles after which no rule and no completion of earlier commands can matter.
+
+        The largest gap of any rule that can apply (refresh is never issued) plus the longest
+        completion latency: a device left idle this long may take any command.
+        """
+        refresh = {Command.REFab, Command.REFpb}
+        gaps = [r.cycles for r in self.rules if r.cycles >= 0 and not r.preceding <= refresh]
+        return max(gaps) + max(self.latency.values())
+
     def gap(self, level: Scope, preceding: Command, following: Command) -> int | None:
         """Return the minimum gap from ``preceding`` to ``following`` at ``level`` (or None)."""
         return dict(self.after[level][preceding]).get(following)

@@ -28,8 +28,9 @@ import numpy as np
 
 from .device import DEVICE, Device
 from .isa import CFR_RANGE, MASK_BITS, Cfr, Field, Instruction, Opcode
+from .program import Program
 
-__all__ = ["TraceError", "DATA_COLUMNS", "parse", "read", "format_line", "write", "dumps",
+__all__ = ["TraceError", "parse", "read", "format_line", "write", "dumps",
            "validate"]
 
 
@@ -48,14 +49,6 @@ _HOST = {("R", "MEM"): Opcode.RD_MEM, ("W", "MEM"): Opcode.WR_MEM,
          ("R", "GPR"): Opcode.RD_GPR, ("W", "GPR"): Opcode.WR_GPR, ("W", "CFR"): Opcode.WR_CFR}
 _FIELD_ATTR = {Field.OPSIZE: "opsize", Field.GPR0: "gpr0", Field.GPR1: "gpr1",
                Field.CHANNEL_MASK: "channel_mask", Field.BANK: "bank", Field.ROW: "row"}
-#: Opcodes that may carry a payload, and how many columns of it (None: ``opsize`` columns).
-DATA_COLUMNS: dict[Opcode, int | None] = {
-    Opcode.WR_GB: None, Opcode.WR_BIAS: 1, Opcode.WR_SBK: 1, Opcode.WR_ABK: 1,
-    Opcode.WR_MEM: 1, Opcode.WR_GPR: 1,
-}
-_MASKABLE = frozenset({Opcode.WR_SBK, Opcode.WR_ABK, Opcode.WR_MEM, Opcode.WR_GB})
-_COLUMN_ADDRESSED = frozenset(op for op in Opcode if op.info.columns) | {
-    Opcode.RD_MEM, Opcode.WR_MEM}
 
 
 def _number(token: str, what: str) -> int:
@@ -139,11 +132,12 @@ def _parse_line(tokens: list[str]) -> Instruction:
             setattr(ins, attr, _number(token, attr))
         for token in extensions:
             key, _, value = token.partition("=")
-            if key == "col" and opcode in (Opcode.RD_MEM, Opcode.WR_MEM):
+            info = opcode.info
+            if key == "col" and info.addressed:
                 ins.col = _number(value, "col")
-            elif key == "mask" and opcode == Opcode.WR_MEM:
+            elif key == "mask" and info.maskable:
                 ins.mask = _number(value, "mask")
-            elif key == "data" and opcode in (Opcode.WR_MEM, Opcode.WR_GPR):
+            elif key == "data" and info.payload is not None:
                 ins.data = _payload(value)
             else:
                 raise ValueError(f"extension {key!r} is not allowed on {head} {tokens[1]}")
@@ -175,9 +169,10 @@ def validate(ins: Instruction, device: Device = DEVICE) -> None:
         raise ValueError(f"row {ins.row} out of range 0..{device.rows - 1}")
     if ins.opsize is not None and ins.opsize == 0:
         raise ValueError("opsize must be at least 1")
-    if ins.col is not None and op not in _COLUMN_ADDRESSED:
+    info = op.info
+    if ins.col is not None and not info.addressed:
         raise ValueError(f"col= is not allowed on {op.value}")
-    if op in _COLUMN_ADDRESSED:
+    if info.addressed:
         limit = device.gb_columns if op == Opcode.WR_GB else device.columns
         what = "global buffer columns" if op == Opcode.WR_GB else "columns per row"
         end = ins.start_col + ins.columns
@@ -193,17 +188,17 @@ def validate(ins: Instruction, device: Device = DEVICE) -> None:
         if not lo <= ins.value <= hi:
             raise ValueError(f"CFR {Cfr(ins.cfr).name} value {ins.value} out of range {lo}..{hi}")
     if ins.mask is not None:
-        if op not in _MASKABLE:
+        if not info.maskable:
             raise ValueError(f"mask= is not allowed on {op.value}")
         if ins.mask >> device.lanes or ins.mask == 0:
             raise ValueError(f"mask {ins.mask:#x} must be a non-zero {device.lanes}-bit lane mask")
     if ins.data is not None:
-        if op not in DATA_COLUMNS:
+        if info.payload is None:
             raise ValueError(f"data= is not allowed on {op.value}")
-        columns = DATA_COLUMNS[op] or ins.columns
-        if ins.data.shape != (columns * device.lanes,):
+        words = info.payload_words(ins.columns, device.lanes)
+        if ins.data.shape != (words,):
             raise ValueError(f"data= has {ins.data.size} words, {op.value} needs "
-                             f"{columns * device.lanes} ({columns} x {device.lanes})")
+                             f"{words} ({words // device.lanes} x {device.lanes})")
 
 
 def parse(lines: Iterable[str], source: str = "<trace>", device: Device = DEVICE,
@@ -237,14 +232,17 @@ def parse(lines: Iterable[str], source: str = "<trace>", device: Device = DEVICE
 
 
 def read(path: str | os.PathLike[str], device: Device = DEVICE,
-         require_eoc: bool = True) -> list[Instruction]:
-    """Read and validate a trace file; see :func:`parse`."""
+         require_eoc: bool = True) -> Program:
+    """Read and validate a trace file into a :class:`~patton.sim.program.Program`.
+
+    See :func:`parse`; the program's ``line`` holds each instruction's line in the file.
+    """
     path = Path(path)
     try:
         text = path.read_text()
     except OSError as error:
         raise TraceError(str(path), 0, f"cannot read trace: {error.strerror}") from None
-    return list(parse(text.splitlines(), str(path), device, require_eoc))
+    return Program.of(list(parse(text.splitlines(), str(path), device, require_eoc)))
 
 
 def format_line(ins: Instruction) -> str:
@@ -270,11 +268,11 @@ def format_line(ins: Instruction) -> str:
     return " ".join(parts)
 
 
-def dumps(program: Iterable[Instruction]) -> str:
-    """Return a whole trace as text."""
+def dumps(program: Program | Iterable[Instruction]) -> str:
+    """Return a whole trace as text (a :class:`Program` or instructions)."""
     return "".join(format_line(ins) + "\n" for ins in program)
 
 
-def write(path: str | os.PathLike[str], program: Iterable[Instruction]) -> None:
+def write(path: str | os.PathLike[str], program: Program | Iterable[Instruction]) -> None:
     """Write a trace file."""
     Path(path).write_text(dumps(program))

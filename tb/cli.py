@@ -47,7 +47,6 @@ import numpy as np
 
 from ..sim import check, schedule as schedule_format, trace as trace_format
 from ..sim.cycle_model import CycleModel
-from ..sim.trace import DATA_COLUMNS
 from ..sim.device import AF_ROW_BASE, DEVICE
 from ..sim.isa import Instruction
 from ..sim.schedule import TimedCommand
@@ -119,9 +118,9 @@ def fill_payloads(program: Sequence[Instruction], seed: int) -> int:
     rng = np.random.default_rng(seed)
     filled = 0
     for ins in program:
-        if ins.opcode not in DATA_COLUMNS or ins.data is not None:
+        if ins.opcode.info.payload is None or ins.data is not None:
             continue
-        columns = DATA_COLUMNS[ins.opcode] or ins.columns
+        columns = ins.opcode.info.payload or ins.columns
         values = rng.standard_normal(columns * DEVICE.lanes).astype(np.float32)
         ins.data = (values.view(np.uint32) >> 16).astype(np.uint16)
         filled += 1
@@ -311,7 +310,7 @@ def _error(message: str) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
-    program = trace_format.read(args.trace)
+    program = list(trace_format.read(args.trace))
     try:
         _check_trace_rows(program, args.rows, str(args.trace))
     except RowsError as error:

@@ -12,7 +12,7 @@ from patton.sim.check import verify
 from patton.sim.cycle_model import CycleModel
 from patton.sim.device import DEVICE
 from patton.sim.isa import COMMAND_SCOPE, Command, Scope
-from patton.sim.programs import random_program
+from patton.sim.random_programs import random_program
 from patton.sim.timing import LEVELS, TIMING
 
 

@@ -8,8 +8,9 @@ import pytest
 from patton.sim import trace
 from patton.sim.check import verify
 from patton.sim.cycle_model import CycleModel
+from patton.sim.executor import closed
 from patton.sim.isa import Instruction, Opcode, channel_bit
-from patton.sim.programs import random_program
+from patton.sim.random_programs import random_program
 
 SMALL = ["all_isr", "probe_2ch", "probe_act", "probe_af", "probe_block", "probe_gemv",
          "probe_misc"]
@@ -62,8 +63,7 @@ def test_fast_paths_equal_plain_stepping(seed):
 
 
 def test_fast_paths_on_a_reference_trace(reference, traces_dir):
-    program = trace.read(traces_dir / "micro_wrbias_mac_rdmac_mac_16banks.trace")[:200]
-    program.append(Instruction(Opcode.EOC))
+    program = closed(trace.read(traces_dir / "micro_wrbias_mac_rdmac_mac_16banks.trace")[:200])
     plain = _signature(CycleModel(record=True, skip=False, group=False).run(program))
     assert _signature(CycleModel(record=True).run(program)) == plain
 

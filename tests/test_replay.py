@@ -9,7 +9,7 @@ import pytest
 from patton.sim.cycle_model import CycleModel
 from patton.sim.functional import FunctionalModel
 from patton.sim.isa import Command, Instruction, Opcode, channel_bit
-from patton.sim.programs import random_program
+from patton.sim.random_programs import random_program
 from patton.sim.replay import replay
 
 CHANNELS = 3

@@ -16,7 +16,7 @@ import pytest
 from patton.cli import main
 from patton.sim import schedule, trace
 from patton.sim.check import verify
-from patton.sim.programs import KINDS, random_program
+from patton.sim.random_programs import KINDS, random_program
 
 pytestmark = pytest.mark.verilator
 

@@ -18,7 +18,7 @@ import pytest
 from patton.hw.params import ChannelParams
 from patton.sim.cycle_model import CycleModel
 from patton.sim.isa import Cfr, Command, Instruction, Opcode, channel_bit
-from patton.sim.programs import KINDS, gemv_program, random_program
+from patton.sim.random_programs import KINDS, gemv_program, random_program
 from patton.sim.schedule import TimedCommand
 from patton.sim.timing import TIMING
 

@@ -8,7 +8,7 @@ import pytest
 from patton.sim import trace
 from patton.sim.device import DEVICE
 from patton.sim.isa import Instruction, Opcode, channel_bit, mask_channels
-from patton.sim.programs import random_program
+from patton.sim.random_programs import random_program
 
 
 def test_every_public_trace_parses_and_round_trips(traces_dir):
