@@ -6,8 +6,8 @@ from amaranth.hdl import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .mat import Mat
-from .params import ChannelParams
+from patton.hw.mat import Mat
+from patton.hw.params import ChannelParams
 
 __all__ = ["Bank"]
 

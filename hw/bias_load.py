@@ -4,7 +4,7 @@ from amaranth.hdl import Module, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .bf16 import Bf16, Fp32
+from patton.hw.bf16 import Bf16, Fp32
 
 __all__ = ["BiasLoad"]
 

@@ -32,14 +32,14 @@ from amaranth.hdl import Array, Cat, ClockDomain, ClockSignal, Const, Module, Mu
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from ..sim.isa import Command
-from ..sim.timing import TIMING, TimingTable
-from .bank import Bank
-from .decoder import Decoder
-from .global_buffer import GlobalBuffer
-from .isa import COL_BITS, Opcode, ProtocolCode, command_layout, read_layout, violation_layout
-from .params import ChannelParams
-from .timing_checker import TimingChecker
+from patton.sim.isa import Command
+from patton.sim.timing import TIMING, TimingTable
+from patton.hw.bank import Bank
+from patton.hw.decoder import Decoder
+from patton.hw.global_buffer import GlobalBuffer
+from patton.hw.isa import COL_BITS, Opcode, ProtocolCode, command_layout, read_layout, violation_layout
+from patton.hw.params import ChannelParams
+from patton.hw.timing_checker import TimingChecker
 
 __all__ = ["Channel", "RETURNING"]
 

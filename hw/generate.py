@@ -15,13 +15,14 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from amaranth.back import verilog
 
-from .channel import Channel
-from .mat import MAT_MODULE, mat_verilog
-from .params import ChannelParams
+from patton.hw.channel import Channel
+from patton.hw.mat import MAT_MODULE, mat_verilog
+from patton.hw.params import ChannelParams
 
 __all__ = ["emit_verilog", "waivers", "TOP"]
 
@@ -70,7 +71,7 @@ def emit_verilog(out_dir: str | os.PathLike[str], params: ChannelParams | None =
     if params is None:
         params = ChannelParams()
     if rows is not None:
-        params = ChannelParams(**{**params.__dict__, "rows": rows})
+        params = replace(params, rows=rows)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     top = Channel(params, blackbox=True, mac=mac)

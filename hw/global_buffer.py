@@ -6,7 +6,7 @@ from amaranth.hdl import Module, Mux, unsigned
 from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
-from .params import ChannelParams
+from patton.hw.params import ChannelParams
 
 __all__ = ["GlobalBuffer"]
 

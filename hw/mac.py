@@ -13,11 +13,11 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from .bf16 import (
+from patton.hw.bf16 import (
     EXP_SPECIAL, INF32, NAN32, Bf16, Fp32, normalise, round_nearest_even,
 )
-from .bias_load import BiasLoad
-from .readout import Bf16Readout
+from patton.hw.bias_load import BiasLoad
+from patton.hw.readout import Bf16Readout
 
 __all__ = ["MacUnit", "Bf16Readout", "BiasLoad", "LANES", "WINDOW", "SUM_WIDTH"]
 

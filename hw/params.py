@@ -4,51 +4,38 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..sim.device import DEVICE, Device
+from patton.sim.device import DEVICE, Device
 
 __all__ = ["ChannelParams"]
 
 
 @dataclass(frozen=True)
 class ChannelParams:
-    """Organisation of one AiM channel as the RTL builds it.
+    """One channel of a device as the RTL builds it: the device's organisation, except that the
+    mats may hold fewer rows (small builds keep simulation and Verilog generation cheap).
 
     Parameters
     ----------
-    bankgroups : int
-        Bank groups per channel.
-    banks_per_group : int
-        Banks per bank group.
     rows : int
-        Rows per bank (the mat depth; small values keep simulation cheap).
-    columns : int
-        32 B columns per row.
-    lanes : int
-        bfloat16 lanes per column.
-    gb_columns : int
-        Columns of the global buffer.
+        Rows per bank (the mat depth), fewer than or as many as the device has, up to what the
+        command port can address (:data:`COMMAND_ROWS`); defaults to the device's.
+    device : Device
+        The organisation every other figure comes from (:mod:`patton.sim.device`).
 
     Raises
     ------
     ValueError
-        If a field is not a positive integer, or the organisation does not give one payload
-        word per bank (WRMAC16, RDMAC16 and WRA16 need ``banks == lanes``).
+        If ``rows`` is not a positive integer the command port can address, or the
+        organisation does not give one payload word per bank (WRMAC16, RDMAC16 and WRA16 need
+        ``banks == lanes``).
     """
 
-    bankgroups: int = DEVICE.bankgroups
-    banks_per_group: int = DEVICE.banks_per_group
     rows: int = DEVICE.rows
-    columns: int = DEVICE.columns
-    lanes: int = DEVICE.lanes
-    gb_columns: int = DEVICE.gb_columns
+    device: Device = DEVICE
 
     def __post_init__(self) -> None:
-        for name in ("bankgroups", "banks_per_group", "rows", "columns", "lanes",
-                     "gb_columns"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise ValueError(f"ChannelParams.{name} must be a positive integer, "
-                                 f"got {value!r}")
+        if not isinstance(self.rows, int) or isinstance(self.rows, bool) or self.rows <= 0:
+            raise ValueError(f"ChannelParams.rows must be a positive integer, got {self.rows!r}")
         if self.banks != self.lanes:
             raise ValueError(f"ChannelParams needs one lane per bank, got {self.banks!r} banks "
                              f"and {self.lanes!r} lanes")
@@ -59,14 +46,37 @@ class ChannelParams:
     @classmethod
     def from_device(cls, device: Device = DEVICE, *, rows: int | None = None) -> ChannelParams:
         """Return the parameters of one channel of ``device`` (optionally with fewer rows)."""
-        return cls(bankgroups=device.bankgroups, banks_per_group=device.banks_per_group,
-                   rows=device.rows if rows is None else rows, columns=device.columns,
-                   lanes=device.lanes, gb_columns=device.gb_columns)
+        return cls(device.rows if rows is None else rows, device)
+
+    @property
+    def bankgroups(self) -> int:
+        """Bank groups per channel."""
+        return self.device.bankgroups
+
+    @property
+    def banks_per_group(self) -> int:
+        """Banks per bank group."""
+        return self.device.banks_per_group
+
+    @property
+    def columns(self) -> int:
+        """32 B columns per row."""
+        return self.device.columns
+
+    @property
+    def lanes(self) -> int:
+        """bfloat16 lanes per column."""
+        return self.device.lanes
+
+    @property
+    def gb_columns(self) -> int:
+        """Columns of the global buffer."""
+        return self.device.gb_columns
 
     @property
     def banks(self) -> int:
         """Banks per channel."""
-        return self.bankgroups * self.banks_per_group
+        return self.device.banks
 
     @property
     def width(self) -> int:

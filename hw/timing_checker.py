@@ -17,10 +17,10 @@ from amaranth.hdl import Array, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from ..sim.isa import Command, Scope
-from ..sim.timing import LEVELS, TIMING, TimingTable
-from .isa import BANK_BITS, BANKED, IMPLEMENTED, RULE_BITS, RULES, Opcode
-from .params import ChannelParams
+from patton.sim.isa import Command, Scope
+from patton.sim.timing import LEVELS, TIMING, TimingTable
+from patton.hw.isa import BANK_BITS, BANKED, IMPLEMENTED, RULE_BITS, RULES, Opcode
+from patton.hw.params import ChannelParams
 
 __all__ = ["TimingChecker", "checked_rules"]
 

@@ -74,7 +74,7 @@ def gemv_demo(rows: int = 64, seed: int = 0, k: int = 1024, out: Path = Path("bu
     schedule.write(out / "gemv.schedule", timed.schedule)
     violations = verify(timed.schedule)
     flops = 2.0 * outputs * k
-    ns = timed.cycles * 0.5
+    ns = timed.cycles * dev.cycle_ns
     print(f"GEMV {outputs} x {k} (bf16) on {dev.channels} AiM channels x {dev.banks} banks, "
           f"{rows} DRAM rows per bank")
     print(f"  cycle model   {timed.cycles} cycles = {ns / 1000:.2f} us, {timed.commands} DRAM "

@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from .device import params
-from .isa import Command
+from patton.sim.device import params
+from patton.sim.isa import Command
 
 __all__ = ["EnergyConstants", "CONSTANTS", "Energy", "energy"]
 

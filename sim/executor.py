@@ -32,14 +32,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from .cycle_model import CycleModel, DeviceState
-from .device import DEVICE, Device
-from .energy import Energy, energy
-from .functional import FunctionalModel
-from .isa import Instruction, Opcode
-from .program import OP_ID, Program, Readout, concat, make
-from .schedule import TimedCommand
-from .timing import TIMING, TimingTable
+from patton.sim.cycle_model import CycleModel, DeviceState
+from patton.sim.device import DEVICE, Device
+from patton.sim.energy import Energy, energy
+from patton.sim.functional import FunctionalModel
+from patton.sim.isa import Instruction, Opcode
+from patton.sim.program import OP_ID, Program, Readout, concat, make
+from patton.sim.schedule import TimedCommand
+from patton.sim.timing import TIMING, TimingTable
 
 __all__ = ["Result", "Executor", "FunctionalExecutor", "CycleExecutor", "closed"]
 

@@ -127,9 +127,6 @@ ALL_ROWS_COMMANDS = frozenset({Command.MAC16, Command.EWMUL16, Command.AF16, Com
 REG_MODE_COMMANDS = frozenset({Command.WRGB, Command.WRMAC16, Command.RDMAC16,
                                Command.RDAF16})
 
-#: Commands that address one bank (they carry a bank index in a schedule).
-BANK_COMMANDS = frozenset(c for c, s in COMMAND_SCOPE.items() if s >= Scope.BANK)
-
 
 class Field(enum.Enum):
     """Positional fields of an ``AiM`` trace line, in the fixed order the public format uses."""

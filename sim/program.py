@@ -102,11 +102,6 @@ class Program:
             raise IndexError(f"instruction {index} of a {n}-instruction program")
         return self.take(np.array([i % n])).to_instructions()[0]
 
-    @property
-    def opcodes(self) -> list[Opcode]:
-        """The opcode of every instruction, in order."""
-        return [OPCODES[i] for i in self.op.tolist()]
-
     def take(self, index: np.ndarray) -> Program:
         """Return the instructions at ``index`` (int array), payloads copied, in that order."""
         size = np.asarray(self.size)[index]

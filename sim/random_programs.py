@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .device import DEVICE, Device
-from .isa import Cfr, Instruction, Opcode, channel_bit
+from patton.sim.device import DEVICE, Device
+from patton.sim.isa import Cfr, Instruction, Opcode, channel_bit
 
 __all__ = ["KINDS", "random_program", "gemv_program"]
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
-from .device import params
-from .isa import Command, Scope
+from patton.sim.device import params
+from patton.sim.isa import Command, Scope
 
 __all__ = ["Rule", "TimingTable", "TIMING", "LEVELS"]
 

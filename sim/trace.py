@@ -26,9 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .device import DEVICE, Device
-from .isa import CFR_RANGE, MASK_BITS, Cfr, Field, Instruction, Opcode
-from .program import Program
+from patton.sim.device import DEVICE, Device
+from patton.sim.isa import CFR_RANGE, MASK_BITS, Cfr, Field, Instruction, Opcode
+from patton.sim.program import Program
 
 __all__ = ["TraceError", "parse", "read", "format_line", "write", "dumps",
            "validate"]

@@ -1,14 +1,36 @@
-"""Shared fixtures: the public AiM traces and their reference results, kept in the repository."""
+"""Shared fixtures, and a guard that the suite reads nothing outside the repository's data.
+
+The public AiM traces and their reference results are kept in ``tests/data/aim``. The folder
+that holds the project's planning material beside a checkout (``../shared``) is never read:
+an audit hook fails any attempt to open a file there, so a test that depended on it would fail
+in every run, not only on a fresh clone without it.
+"""
 
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
 
 import pytest
 
 #: The public simulator's traces and results (``tests/data/aim/README.md`` says where from).
 TRACES = Path(__file__).resolve().parent / "data" / "aim"
+#: The folder beside the checkout that the suite must not read.
+OUTSIDE = str(Path(__file__).resolve().parents[2] / "shared") + os.sep
+
+
+def guard(event: str, args: tuple) -> None:
+    """Audit hook: refuse to open anything under :data:`OUTSIDE`."""
+    if event == "open" and args and isinstance(args[0], (str, bytes, os.PathLike)):
+        path = os.path.abspath(os.fsdecode(args[0]))
+        if path.startswith(OUTSIDE):
+            raise PermissionError(f"the test suite must not read {path}: the repository "
+                                  "carries every file its tests need (tests/data/)")
+
+
+sys.addaudithook(guard)
 
 
 @pytest.fixture(scope="session")
