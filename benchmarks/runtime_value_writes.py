@@ -17,7 +17,8 @@ import time
 
 from patton.runtime.config import MODELS, Config, model
 from patton.runtime.metadata import Mode
-from patton.runtime.scenario import execute, generate
+from patton.sim.serving.loop import execute
+from patton.sim.serving.scenario import generate
 
 
 def main() -> None:

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from .config import Config
-from .errors import ConfigError
-from .lifecycle import Runtime
-from .metadata import Mode
+from patton.runtime.config import Config
+from patton.runtime.errors import ConfigError
+from patton.runtime.lifecycle import Runtime
+from patton.runtime.metadata import Mode
 
 __all__ = ["VARIANTS", "variant"]
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .config import Config
-from .granules import Order2, PackedPool, lowest_free
+from patton.runtime.config import Config
+from patton.runtime.granules import Order2, PackedPool, lowest_free
 
 __all__ = ["Binding", "Allocator"]
 

@@ -19,12 +19,13 @@ import json
 import sys
 import time
 
+from patton.runtime.config import MODELS, Config, model
+from patton.runtime.metadata import Mode
 from patton.sim import trace
 from patton.sim.isa import Instruction, Opcode
-
-from .config import MODELS, Config, model
-from .metadata import Mode
-from .scenario import TOLERANCE, execute, generate
+from patton.sim.serving.checks import TOLERANCE
+from patton.sim.serving.loop import execute
+from patton.sim.serving.scenario import generate
 
 __all__ = ["add_parser", "scenario"]
 

@@ -14,9 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from patton.runtime.errors import ConfigError
 from patton.sim.device import DEVICE, Device
-
-from .errors import ConfigError
 
 __all__ = ["ModelSpec", "MODELS", "Config", "model"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 
-from .errors import CapacityError
+from patton.runtime.errors import CapacityError
 
 __all__ = ["PackedPool", "Order2", "lowest_free"]
 

@@ -1,8 +1,9 @@
 """Lay the attention programs of a batch of requests out in one vectorised pass.
 
 Given each request's :class:`~.tables.KeyTable` or :class:`~.tables.ValueTable`, these build
-the :class:`~.assemble.Batch` that :func:`assemble.qk_template` / :func:`assemble.sv_template`
-and :meth:`assemble.Batch.of` would (``tests/test_runtime_tables.py`` checks it), without
+the :class:`~patton.runtime.batch.Batch` that the from-scratch reference
+(:func:`reference_templates.qk_template` / :func:`reference_templates.sv_template`, laid out
+by :func:`reference_templates.batch`) would (``tests/test_runtime_tables.py`` checks it), without
 a Python loop over instructions: every instruction's position in the batch is computed from
 its request's, segment's and run's, and each field is written there with one NumPy
 assignment per instruction kind. A batch of 32 requests with 128 blocks each takes a few
@@ -19,14 +20,13 @@ from functools import lru_cache
 
 import numpy as np
 
+from patton.runtime.batch import Batch
+from patton.runtime.config import Config
+from patton.runtime.metadata import CzPlace
+from patton.runtime.plans import group_masks
+from patton.runtime.tables import KeyTable, ValueTable
 from patton.sim.isa import Opcode
-
-from .assemble import Batch
-from .commands import group_masks
-from .config import Config
 from patton.sim.program import OP_ID, UNSET, Program, same, zeros
-from .metadata import CzPlace
-from .tables import KeyTable, ValueTable
 
 __all__ = ["FIELD_ROWS", "qk_batch", "qk_fields", "qk_triples", "sv_batch", "sv_sections",
            "cz_segments"]
@@ -82,7 +82,7 @@ def qk_batch(cfg: Config, layer: int, tables: Sequence[KeyTable]) -> Batch:
     """Return the QK^T batch of ``tables`` (one per request, in order).
 
     Request ``k``'s section is its ``heads`` query writes, then one bias/MAC/read-out triple
-    per group, as :func:`assemble.qk_template`.
+    per group, as :func:`reference_templates.qk_template`.
     """
     return qk_fields(cfg, layer, tables)[0]
 
@@ -162,8 +162,8 @@ def sv_sections(cfg: Config, layer: int, tables: Sequence[ValueTable],
     :data:`FIELD_ROWS`, read-only).
 
     Each segment is its score writes (``heads`` per run, head-major), then per
-    Value row a bias, one MAC per run and a read-out, as :func:`assemble.sv_template`; a CZ
-    block's score writes read its tile.
+    Value row a bias, one MAC per run and a read-out, as
+    :func:`reference_templates.sv_template`; a CZ block's score writes read its tile.
 
     Raises:
         ValueError: ``width`` is below a table's ``blocks * T`` or not a multiple of ``T``.

@@ -33,11 +33,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .assemble import Batch
-from .config import Config
-from .layout import _GB, cz_segments, qk_fields, qk_triples, sv_sections
+from patton.runtime.batch import Batch
+from patton.runtime.config import Config
+from patton.runtime.layout import _GB, cz_segments, qk_fields, qk_triples, sv_sections
+from patton.runtime.tables import KeyTable, ValueTable
 from patton.sim.program import UNSET, Program, same, zeros
-from .tables import KeyTable, ValueTable
 
 __all__ = ["QkLayout", "qk_layout", "qk_patch", "SvLayout", "sv_layout", "sv_patch",
            "MAX_CHANGED"]

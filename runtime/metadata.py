@@ -12,12 +12,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .allocator import Binding
+from patton.runtime.allocator import Binding
+from patton.runtime.errors import UnknownBlock, UnknownRequest
 
 #: Dirty-position sentinel of :class:`RequestState`: only appends since the last read.
 CLEAN = 1 << 62
 
-__all__ = ["CLEAN", "Mode", "KeyPlace", "ValuePlace", "CzPlace", "BlockMeta", "RequestState"]
+__all__ = ["CLEAN", "Mode", "KeyPlace", "ValuePlace", "CzPlace", "BlockMeta", "RequestState",
+           "block_of", "request_of"]
 
 
 class Mode(enum.Enum):
@@ -98,6 +100,11 @@ class BlockMeta:
         """True for a full block no request references (kept mapped until evicted)."""
         return self.ref_cnt == 0
 
+    @property
+    def visible(self) -> ValuePlace | CzPlace:
+        """The Value placement attention reads: the CZ slot while set, else the O1V."""
+        return self.cz if self.cz is not None else self.value
+
 
 @dataclass(slots=True)
 class RequestState:
@@ -109,7 +116,7 @@ class RequestState:
     ``vdirty`` are at most the first table position whose O1K / visible Value placement
     changed since the runtime last read them (``CLEAN``, a huge value, when only appends
     happened). The versions key cached attention programs; the dirty positions say which
-    part of the request's :mod:`.tables` structure is stale.
+    part of the request's :mod:`patton.runtime.tables` structure is stale.
     """
 
     request: int  # request id
@@ -118,3 +125,27 @@ class RequestState:
     kversion: int = 0  # bumped on every table change
     kdirty: int = CLEAN  # first table position whose O1K changed (not by an append)
     vdirty: int = CLEAN  # first table position whose visible Value placement changed
+
+
+def block_of(blocks: dict[int, BlockMeta], block_id: int) -> BlockMeta:
+    """Return the bound block ``block_id``.
+
+    Raises:
+        UnknownBlock: not bound.
+    """
+    meta = blocks.get(block_id)
+    if meta is None:
+        raise UnknownBlock(f"block {block_id!r} is not bound")
+    return meta
+
+
+def request_of(requests: dict[int, RequestState], request: int) -> RequestState:
+    """Return the live request ``request``.
+
+    Raises:
+        UnknownRequest: not live.
+    """
+    state = requests.get(request)
+    if state is None:
+        raise UnknownRequest(f"request {request!r} is not live")
+    return state

@@ -2,7 +2,7 @@
 
 A request's QK^T program has one bias/MAC/read-out triple per O1K address (its *groups*), and
 its SV program splits the table's visible Value placements into runs and segments
-(:func:`commands.sv_segments`). Both depend on the table only through the placements, and
+(:func:`plans.sv_segments`). Both depend on the table only through the placements, and
 decode changes only the table's end: a block is bound (appended), its first token moves it to
 a Commit Zone slot, its last token commits it to its O1V. So each request keeps a
 :class:`KeyTable` and a :class:`ValueTable` that are brought up to date from the first table
@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .commands import QkPlan, Run, Segment, SvPlan, sv_segments
-from .metadata import CzPlace, KeyPlace, ValuePlace
+from patton.runtime.metadata import CzPlace, KeyPlace, ValuePlace
+from patton.runtime.plans import QkPlan, Run, Segment, SvPlan, sv_segments
 
 __all__ = ["KeyTable", "ValueTable", "RUN_FIELDS"]
 
@@ -60,7 +60,7 @@ class KeyTable:
     only appended and masks only gain bits (what :mod:`.layout_patch` relies on).
 
     Args:
-        by_p: channel mask of each group-relative channel (:func:`commands.group_masks`).
+        by_p: channel mask of each group-relative channel (:func:`plans.group_masks`).
     """
 
     by_p: Sequence[int]  # channel mask per group-relative channel
@@ -189,7 +189,7 @@ class ValueTable:
         only when the last position is a CZ block, the segment before it is an O1V segment
         whose last run ends at the position before, ``value`` is the O1V column right after
         that run in its VRS, and the column is free in the segment. The greedy split
-        (:func:`commands.sv_segments`) then grows that run by one block and the CZ segment
+        (:func:`plans.sv_segments`) then grows that run by one block and the CZ segment
         goes; the split of every earlier position is unchanged. Otherwise changes nothing and
         returns False (:meth:`cut` and :meth:`extend` handle it).
         """

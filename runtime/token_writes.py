@@ -10,11 +10,11 @@ The Value payload uses a *sliding window* layout. Burst ``j``'s token word sits 
 ``LEAD + j * lanes`` of an array that is zero everywhere else (``LEAD = lanes - 1``), and the
 burst's payload is the ``lanes``-word window that starts ``t`` words before it (``t`` = the
 token's offset in its block). The window holds the token in lane ``t`` and zeros in every other
-lane, exactly the canonical payload of :func:`commands.cz_writes`, so a step writes only the
-``H * D`` token words per block and layer and never has to clear the lane the previous step
-wrote. When every token of the step has the same offset (a synchronised batch), the program
-shifts its payload view instead of its offsets, and the masks and banks are one broadcast value:
-nothing per burst is rewritten but the token word.
+lane, exactly the canonical payload of :func:`reference_programs.cz_writes`, so a step writes
+only the ``H * D`` token words per block and layer and never has to clear the lane the
+previous step wrote. When every token of the step has the same offset (a synchronised batch),
+the program shifts its payload view instead of its offsets, and the masks and banks are one
+broadcast value: nothing per burst is rewritten but the token word.
 """
 
 from __future__ import annotations
@@ -25,11 +25,10 @@ from functools import lru_cache
 
 import numpy as np
 
+from patton.runtime.config import Config
+from patton.runtime.metadata import BlockMeta, ValuePlace
+from patton.runtime.write_programs import value_order
 from patton.sim.isa import Opcode
-
-from . import assemble as asm
-from .config import Config
-from .metadata import BlockMeta, ValuePlace
 from patton.sim.program import OP_ID, UNSET, Program
 from patton.sim.program import same as _same
 
@@ -47,11 +46,11 @@ def _ro(a: np.ndarray) -> np.ndarray:
 def _pattern(cfg: Config, n: int) -> tuple[np.ndarray, ...]:
     """Return read-only (channel, bank, start, base) of ``n`` Value bursts in pieces.
 
-    Channel and bank follow :func:`assemble.value_writes`' (head, channel, Value row, bank)
+    Channel and bank follow :func:`write_programs.value_writes`' (head, channel, Value row, bank)
     order; ``start`` is ``lanes * j`` (burst ``j``'s own words) and ``base`` is
     ``LEAD + lanes * j`` (its token word in the sliding-window layout).
     """
-    g, p, _, b = asm._patterns(cfg)
+    g, p, _, b = value_order(cfg)
     k = -(-n // len(g))
     lanes = cfg.device.lanes
     start = np.arange(n, dtype=np.int64) * lanes
@@ -70,7 +69,7 @@ class TokenBatch:
     leaves the block partial (its Value goes to its CZ slot, in :attr:`value`) or fills it
     (its Value goes out with the caller's commit, not here). Key pieces are (item, layer) in
     item-major order, as :meth:`Runtime.write_program` emits them; CZ pieces are sorted by
-    (layer, CRS row, first burst), each piece's bursts as :func:`assemble.value_writes`.
+    (layer, CRS row, first burst), each piece's bursts as :func:`write_programs.value_writes`.
 
     Invariants: every field of :attr:`key` but ``bank``, and of :attr:`value` but ``start``,
     ``mask`` and ``data``, is fixed at construction and follows ``kparams`` / ``vkeys``;
@@ -258,7 +257,7 @@ class TokenBatch:
 
 def commit_writes(cfg: Config, places: Sequence[ValuePlace], full: np.ndarray,
                   scratch: dict[str, np.ndarray]) -> Program:
-    """Return the commits of whole blocks to their O1Vs: :func:`commands.o1v_writes` of each.
+    """Return the commits of whole blocks to their O1Vs (:func:`reference_programs.o1v_writes`).
 
     ``full`` is ``(blocks, layers, T, heads, D)``: block ``k``'s every token, to O1V
     ``places[k]``. Pieces are (block, layer) in that order, as :meth:`Runtime.write_program`

@@ -136,22 +136,25 @@ class Program:
 
     def to_instructions(self) -> list[Instruction]:
         """Expand to instruction objects (payloads are views of :attr:`data`)."""
-        names = FIELDS + HOST_FIELDS
-        cols = []
-        for f in names:
-            a = getattr(self, f)
+        def column(name: str) -> list[int | None]:
+            a = getattr(self, name)
+            if a.strides == (0,):  # one value for all (a broadcast)
+                v = int(a[0]) if len(a) else UNSET
+                return [None if v == UNSET else v] * len(a)
             o = a.astype(object)
             o[a == UNSET] = None
-            cols.append(o.tolist())
+            return o.tolist()
+
         ops = [OPCODES[i] for i in self.op.tolist()]
         d = self.data
         data = [d[s:s + z] if z else None for s, z in zip(self.start.tolist(), self.size.tolist())]
         lines = [0] * len(ops) if self.line is None else self.line.tolist()
-        out = []
-        for k, op in enumerate(ops):
-            kw = {f: cols[j][k] for j, f in enumerate(names)}
-            out.append(Instruction(op, data=data[k], line=lines[k], **kw))
-        return out
+        # positional in Instruction's field order: opcode, opsize, gpr0, gpr1, channel_mask,
+        # bank, row, channel, gpr, cfr, value, col, data, mask, line
+        return [Instruction(*fields) for fields in zip(
+            ops, column("opsize"), column("gpr0"), column("gpr1"), column("channel_mask"),
+            column("bank"), column("row"), column("channel"), column("gpr"), column("cfr"),
+            column("value"), column("col"), data, column("mask"), lines)]
 
     @classmethod
     def of(cls, instructions: Sequence[Instruction] | Program) -> Program:

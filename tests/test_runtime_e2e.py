@@ -13,9 +13,11 @@ import pytest
 
 from patton.runtime.config import Config, ModelSpec
 from patton.runtime.metadata import CzPlace, Mode
-from patton.runtime.scenario import Tokens, check_placements, execute, generate, origins
 from patton.sim.device import DEVICE
 from patton.sim.functional import FunctionalModel
+from patton.sim.serving.checks import check_placements
+from patton.sim.serving.loop import execute
+from patton.sim.serving.scenario import Tokens, generate, origins
 
 CASES = {
     # name: (model, device channels, config); few rows per layer, so capacity runs out

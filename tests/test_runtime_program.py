@@ -3,7 +3,7 @@
 Random serving scenarios are replayed on a runtime; every write call's columnar programs
 (:meth:`Runtime.write_program`) and every attention program (per request and batched over
 all live requests) are expanded and compared field by field, payload words included, with the
-instruction lists :mod:`patton.runtime.commands` builds for the same placements and data.
+instruction lists :mod:`patton.runtime.reference_programs` builds for the same placements and data.
 """
 
 from __future__ import annotations
@@ -11,14 +11,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from patton.runtime import commands as cmd
+from patton.runtime import plans
+from patton.runtime import reference_programs as ref
 from patton.runtime.config import Config, ModelSpec
 from patton.runtime.lifecycle import Runtime
 from patton.runtime.metadata import CzPlace, Mode, ValuePlace
-from patton.sim.program import Program, concat
-from patton.runtime.scenario import Tokens, apply_lifecycle, generate
 from patton.sim.device import DEVICE
 from patton.sim.isa import Instruction, Opcode
+from patton.sim.program import Program, concat
+from patton.sim.serving.loop import apply_lifecycle
+from patton.sim.serving.scenario import Tokens, generate
 
 from test_runtime_e2e import CASES, _config
 
@@ -45,17 +47,17 @@ def _ref_writes(rt: Runtime, items: list, shadows: dict) -> list[Instruction]:
         meta = rt.blocks[bid]
         n = keys.shape[1]
         for layer in range(c.n_layers):
-            key += cmd.key_writes(c, layer, meta.key, start, keys[layer])
+            key += ref.key_writes(c, layer, meta.key, start, keys[layer])
         if rt.mode is Mode.NO_CZ:
             for layer in range(c.n_layers):
                 if n == 1 and rt.token_op == "abk":
-                    value += cmd.o1v_token_writes(c, layer, meta.value, start, values[layer])
+                    value += ref.o1v_token_writes(c, layer, meta.value, start, values[layer])
                 else:
-                    value += cmd.o1v_writes(c, layer, meta.value, start, values[layer])
+                    value += ref.o1v_writes(c, layer, meta.value, start, values[layer])
         elif start + n < c.block_size:
             for layer in range(c.n_layers):
                 cz_parts.append(((layer, meta.cz.row, meta.cz.col0),
-                                 cmd.cz_writes(c, layer, meta.cz, start, values[layer])))
+                                 ref.cz_writes(c, layer, meta.cz, start, values[layer])))
         else:
             full = np.zeros((c.n_layers, c.block_size, c.heads, c.d_head), dtype=np.uint16)
             if shadows[bid] is not None:
@@ -63,7 +65,7 @@ def _ref_writes(rt: Runtime, items: list, shadows: dict) -> list[Instruction]:
             full[:, start:] = values
             target = value if start == 0 else commit
             for layer in range(c.n_layers):
-                target += cmd.o1v_writes(c, layer, meta.value, 0, full[layer])
+                target += ref.o1v_writes(c, layer, meta.value, 0, full[layer])
     cz_parts.sort(key=lambda part: part[0])
     for _, part in cz_parts:
         value += part
@@ -71,13 +73,13 @@ def _ref_writes(rt: Runtime, items: list, shadows: dict) -> list[Instruction]:
 
 
 def _ref_attention(rt: Runtime, req: int, layer: int, query: np.ndarray,
-                   padded: np.ndarray) -> tuple[list, list, cmd.QkPlan, cmd.SvPlan]:
+                   padded: np.ndarray) -> tuple[list, list, plans.QkPlan, plans.SvPlan]:
     c = rt.config
     table = rt.table(req)
-    body, qplan = cmd.qk_body(c, layer, [rt.blocks[b].key for b in table])
+    body, qplan = ref.qk_body(c, layer, [rt.blocks[b].key for b in table])
     values = [rt.placements(b)[1] for b in table]
-    bodies, splan = cmd.sv_body(c, layer, values)
-    return (cmd.qk_program(c, query, body), cmd.sv_program(c, padded, bodies, splan), qplan,
+    bodies, splan = ref.sv_body(c, layer, values)
+    return (ref.qk_program(c, query, body), ref.sv_program(c, padded, bodies, splan), qplan,
             splan)
 
 
@@ -157,17 +159,17 @@ def test_columnar_matches_lists_without_commit_zone(token_op: str) -> None:
 
 
 def _runs(values: list) -> list:
-    """The runs of :func:`commands.sv_segments`, one block at a time (the reference)."""
+    """The runs of :func:`plans.sv_segments`, one block at a time (the reference)."""
     runs: list = []
     for pos, v in enumerate(values):
         if isinstance(v, CzPlace):
             runs.append((pos, v))
             continue
         last = runs[-1] if runs else None
-        if isinstance(last, cmd.Run) and last.row0 == v.row0 and last.col + last.count == v.col:
-            runs[-1] = cmd.Run(last.first, last.count + 1, last.row0, last.col)
+        if isinstance(last, plans.Run) and last.row0 == v.row0 and last.col + last.count == v.col:
+            runs[-1] = plans.Run(last.first, last.count + 1, last.row0, last.col)
         else:
-            runs.append(cmd.Run(pos, 1, v.row0, v.col))
+            runs.append(plans.Run(pos, 1, v.row0, v.col))
     return runs
 
 
@@ -180,9 +182,9 @@ def test_sv_runs() -> None:
                 values.append(CzPlace(int(rng.integers(0, 2)), int(rng.integers(0, 8))))
             else:
                 values.append(ValuePlace(int(rng.integers(0, 2)), int(rng.integers(0, 6))))
-        runs = [(r.first, r.count) if isinstance(r, cmd.Run) else r[0] for r in _runs(values)]
+        runs = [(r.first, r.count) if isinstance(r, plans.Run) else r[0] for r in _runs(values)]
         got = []
-        for seg in cmd.sv_segments(values):
+        for seg in plans.sv_segments(values):
             got += [r.first if seg.cz else (r.first, r.count) for r in seg.runs]
         assert got == runs
 

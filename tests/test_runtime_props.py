@@ -16,9 +16,9 @@ from patton.runtime.config import Config, ModelSpec
 from patton.runtime.errors import CapacityError, PattonError, ReadOnlyBlock
 from patton.runtime.lifecycle import Runtime
 from patton.runtime.metadata import Mode
-from patton.runtime.scenario import execute, generate
-
 from patton.sim import trace
+from patton.sim.serving.loop import execute
+from patton.sim.serving.scenario import generate
 
 SMALL = ModelSpec("small", layers=1, kv_heads=1, q_heads=1, d_head=64)
 

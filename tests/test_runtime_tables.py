@@ -4,7 +4,7 @@
   equal tables built from the whole table, after random edits (the greedy SV split resumed
   mid-way is the subtle part) and after random lifecycle sequences on a runtime.
 * The vectorised batch layouts (:mod:`patton.runtime.layout`) must equal the per-request
-  templates laid out by :meth:`assemble.Batch.of`, field by field.
+  templates laid out by :func:`reference_templates.batch`, field by field.
 * Decode-step writes (:meth:`Runtime.append`, cached :class:`TokenBatch` rewritten in place)
   must give the reference generator's instructions at every step, across block boundaries,
   with the requests in step and staggered; and the same state as :meth:`Runtime.write_many`.
@@ -15,15 +15,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from patton.runtime import assemble as asm
-from patton.runtime import commands as cmd
-from patton.runtime import layout
+from patton.runtime import layout, plans
+from patton.runtime import reference_templates as tpl
+from patton.runtime.batch import Batch
 from patton.runtime.config import Config, ModelSpec
 from patton.runtime.errors import PattonError
 from patton.runtime.lifecycle import Runtime
 from patton.runtime.metadata import CzPlace, KeyPlace, Mode, ValuePlace
-from patton.sim.program import FIELDS, Program
 from patton.runtime.tables import KeyTable, ValueTable
+from patton.sim.program import FIELDS, Program
 
 from test_runtime_e2e import _config
 from test_runtime_program import _ref_writes, _same
@@ -66,7 +66,7 @@ def test_value_table_resumes_split_exactly() -> None:
             assert first <= d
             tb.extend(values[first:])
             segments, rows = _value_rows(values)
-            assert tb.plan.segments == segments == cmd.sv_segments(values)
+            assert tb.plan.segments == segments == plans.sv_segments(values)
             assert tb.plan.blocks == len(values) and tb.values == values
             assert np.array_equal(tb.rows[:tb.nruns], rows)
 
@@ -151,7 +151,7 @@ def test_key_table_appends_and_rebuilds() -> None:
             assert np.array_equal(tb.groups[:tb.ngroups], fresh.groups[:fresh.ngroups])
 
 
-def _same_batch(got: asm.Batch, want: asm.Batch) -> None:
+def _same_batch(got: Batch, want: Batch) -> None:
     for f in ("op",) + FIELDS + ("start", "size"):
         assert np.array_equal(getattr(got.prog, f), getattr(want.prog, f)), f
     assert len(got.prog.data) == len(want.prog.data)
@@ -165,8 +165,8 @@ def _check_tables(rt: Runtime) -> None:
     for r in reqs:
         keys = [rt.blocks[b].key for b in rt.table(r)]
         values = [rt.placements(b)[1] for b in rt.table(r)]
-        kt, vt = rt._keys(r), rt._values(r)
-        tp, qplan = asm.qk_template(c, 0, keys)
+        kt, vt = rt.attention.keys(r), rt.attention.values(r)
+        tp, qplan = tpl.qk_template(c, 0, keys)
         assert (kt.plan.reads, kt.plan.blocks) == (qplan.reads, qplan.blocks)
         segments, rows = _value_rows(values)
         assert vt.plan.segments == segments and vt.values == values
@@ -176,18 +176,18 @@ def _check_tables(rt: Runtime) -> None:
     width = max(len(rt.table(r)) for r in reqs) * c.block_size + c.block_size
     for layer in range(c.n_layers):
         # the runtime's own batch (patched from its last one when few tables grew)
-        _same_batch(rt._batch(reqs, layer, "qk", c.device.gb_columns * c.device.lanes)[0],
-                    layout.qk_batch(c, layer, [rt._keys(r) for r in reqs]))
-        qk = [asm.qk_template(c, layer, [rt.blocks[b].key for b in rt.table(r)])[0]
+        _same_batch(rt.attention.batch(reqs, layer, "qk", c.device.gb_columns * c.device.lanes)[0],
+                    layout.qk_batch(c, layer, [rt.attention.keys(r) for r in reqs]))
+        qk = [tpl.qk_template(c, layer, [rt.blocks[b].key for b in rt.table(r)])[0]
               for r in reqs]
-        _same_batch(layout.qk_batch(c, layer, [rt._keys(r) for r in reqs]),
-                    asm.Batch.of(c, qk, c.device.gb_columns * c.device.lanes))
-        sv = [asm.sv_template(c, layer, [rt.placements(b)[1] for b in rt.table(r)])[0]
+        _same_batch(layout.qk_batch(c, layer, [rt.attention.keys(r) for r in reqs]),
+                    tpl.batch(c, qk, c.device.gb_columns * c.device.lanes))
+        sv = [tpl.sv_template(c, layer, [rt.placements(b)[1] for b in rt.table(r)])[0]
               for r in reqs]
-        _same_batch(layout.sv_batch(c, layer, [rt._values(r) for r in reqs], width),
-                    asm.Batch.of(c, sv, width))
-        _same_batch(rt._batch(reqs, layer, "sv", width)[0],  # (patched from its last one)
-                    layout.sv_batch(c, layer, [rt._values(r) for r in reqs], width))
+        _same_batch(layout.sv_batch(c, layer, [rt.attention.values(r) for r in reqs], width),
+                    tpl.batch(c, sv, width))
+        _same_batch(rt.attention.batch(reqs, layer, "sv", width)[0],  # (patched from its last one)
+                    layout.sv_batch(c, layer, [rt.attention.values(r) for r in reqs], width))
 
 
 @pytest.mark.parametrize("name", ["gqa-d64", "two-layers", "no-o2v"])
@@ -378,9 +378,10 @@ def test_layouts_patched_for_few_changed_requests(name: str, monkeypatch) -> Non
         rt.append(ids, rng.integers(0, 1 << 16, shape, dtype=np.uint16),
                   rng.integers(0, 1 << 16, shape, dtype=np.uint16))
         width = max(len(rt.table(r)) for r in reqs) * c.block_size
+        gb = c.device.gb_columns * c.device.lanes
         for layer in range(c.n_layers):
-            _same_batch(rt._batch(reqs, layer, "qk", c.device.gb_columns * c.device.lanes)[0],
-                        layout.qk_batch(c, layer, [rt._keys(r) for r in reqs]))
-            _same_batch(rt._batch(reqs, layer, "sv", width)[0],
-                        layout.sv_batch(c, layer, [rt._values(r) for r in reqs], width))
+            _same_batch(rt.attention.batch(reqs, layer, "qk", gb)[0],
+                        layout.qk_batch(c, layer, [rt.attention.keys(r) for r in reqs]))
+            _same_batch(rt.attention.batch(reqs, layer, "sv", width)[0],
+                        layout.sv_batch(c, layer, [rt.attention.values(r) for r in reqs], width))
     assert used["qk"] > 10 and used["sv"] > 10 and used["refused"] > 0, used

@@ -1,34 +1,34 @@
-"""Command generation: placements and data in, programs of the shared ISA out.
+"""Reference program builders: the runtime's programs as lists of instructions, one by one.
 
-Every instruction carries its column explicitly (the ``col=`` extension). Writes use
-conventional ``W MEM`` bursts (FR-FCFS, pipelined across banks) except the no-Commit-Zone
-ablation's single-token Value write, which uses ``WR_ABK`` (one WRA16 per Value row, word
-``b`` to bank ``b``, one-lane mask); ``docs/runtime.md`` §4 gives the cycle-model numbers
-behind both choices. Attention programs are built per request and per layer; the part that
-does not depend on this step's data (bias, MAC and read-out triples) is fixed by the block
-placements and can be cached by the caller. :mod:`.assemble` builds the same programs in
-columnar form (the runtime's path); these list builders are its reference.
+Placements and data in, :class:`~patton.sim.isa.Instruction` lists out, every instruction
+with its column explicit (the ``col=`` extension), built instruction by instruction in the
+order the runtime emits them. The runtime builds the same programs in columnar form
+(:mod:`patton.runtime.write_programs`, :mod:`patton.runtime.token_writes`,
+:mod:`patton.runtime.layout`, :mod:`patton.runtime.layout_patch`); these builders are what
+that is checked against (``tests/test_runtime_program.py``, ``tests/test_runtime_tables.py``),
+field by field and payload word by payload word.
+
+Writes use conventional ``W MEM`` bursts (FR-FCFS, pipelined across banks) except the
+no-Commit-Zone ablation's single-token Value write, which uses ``WR_ABK`` (one WRA16 per
+Value row, word ``b`` to bank ``b``, one-lane mask); ``docs/runtime.md`` §4 gives the
+cycle-model numbers behind both choices. Attention programs are built per request and per
+layer; the part that does not depend on this step's data (bias, MAC and read-out triples)
+is fixed by the block placements and can be cached by the caller (``memo``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from functools import lru_cache
 
 import numpy as np
 
-from patton.sim.program import Readout
+from patton.runtime.config import Config
+from patton.runtime.metadata import CzPlace, KeyPlace, ValuePlace
+from patton.runtime.plans import QkPlan, SvPlan, group_masks, o1k_groups, sv_segments
 from patton.sim.isa import Instruction, Opcode, channel_bit
 
-from .config import Config
-from .metadata import CzPlace, KeyPlace, ValuePlace
-
-__all__ = [
-    "key_writes", "cz_writes", "o1v_writes", "o1v_token_writes", "group_masks", "o1k_groups",
-    "QkPlan", "SvPlan", "sv_segments", "qk_body", "qk_program", "sv_body", "sv_program",
-    "Run", "Segment",
-]
+__all__ = ["key_writes", "cz_writes", "o1v_writes", "o1v_token_writes", "qk_body", "qk_program",
+           "sv_body", "sv_program"]
 
 _W = Opcode.WR_MEM
 
@@ -128,63 +128,11 @@ def o1v_token_writes(cfg: Config, layer: int, value: ValuePlace, t: int,
     return out
 
 
-@lru_cache(maxsize=64)
-def group_masks(cfg: Config) -> tuple[list[int], list[int]]:
-    """Return the channel masks of each head group and of each group-relative channel."""
-    by_head = []
-    for g in range(cfg.heads):
-        m = 0
-        for p in range(cfg.ch_per_head):
-            m |= channel_bit(cfg.channel(g, p))
-        by_head.append(m)
-    by_p = []
-    for p in range(cfg.ch_per_head):
-        m = 0
-        for g in range(cfg.heads):
-            m |= channel_bit(cfg.channel(g, p))
-        by_p.append(m)
-    return by_head, by_p
-
-
 def _zeros(cfg: Config) -> np.ndarray:
     return np.zeros(cfg.device.lanes, dtype=np.uint16)
 
 
 # ----------------------------------------------------------------------------- QK^T
-
-
-@dataclass(slots=True)
-class QkPlan:
-    """How to read a QK^T program's RD_MAC results back.
-
-    ``reads[k]`` maps each group-relative channel ``p`` of the ``k``-th RD_MAC to the table
-    position of its O1K; the read-out of device channel ``g * P + p`` holds head ``g``'s scores,
-    bank ``b`` the score of token offset ``b``. Each RD_MAC returns one read-out per head and
-    member channel.
-    """
-
-    reads: list[dict[int, int]]  # per RD_MAC: group-relative channel -> table position
-    blocks: int  # table length
-
-    def readouts(self, cfg: Config) -> int:
-        """Return how many read-outs the program returns (one per RD_MAC channel)."""
-        return sum(len(entry) for entry in self.reads) * cfg.heads
-
-    def decode(self, readouts: list[Readout], cfg: Config) -> np.ndarray:
-        """Return bf16 scores ``(heads, blocks * T)`` from the readouts of the program."""
-        t = cfg.block_size
-        out = np.zeros((cfg.heads, self.blocks * t), dtype=np.uint16)
-        k = 0
-        for entry in self.reads:
-            for _ in range(len(entry) * cfg.heads):
-                r = readouts[k]
-                k += 1
-                g, p = divmod(r.channel, cfg.ch_per_head)
-                pos = entry[p]
-                out[g, pos * t:(pos + 1) * t] = r.data
-        if k != len(readouts):
-            raise ValueError(f"{len(readouts)} readouts for a plan of {k}")
-        return out
 
 
 #: Memo of the bias/MAC/read-out triple per (config, layer, row, col, member channels).
@@ -201,21 +149,6 @@ def _triple(cfg: Config, layer: int, row: int, col: int,
             Instruction(Opcode.MAC_ABK, opsize=cfg.bursts, channel_mask=mask,
                         row=cfg.row(layer, row), col=col),
             Instruction(Opcode.RD_MAC, gpr0=0, channel_mask=mask))
-
-
-def o1k_groups(keys: list[KeyPlace]) -> dict[tuple[int, int], dict[int, int]]:
-    """Group O1Ks (table order) by address: ``(row, col) -> {channel p: table position}``.
-
-    O1Ks at one address in different channels (Case Ch) share a QK^T command triple; two at
-    one address in the same channel would overlap, which the allocator never does.
-    """
-    groups: dict[tuple[int, int], dict[int, int]] = {}
-    for pos, k in enumerate(keys):
-        members = groups.setdefault((k.row, k.col), {})
-        if k.p in members:
-            raise AssertionError(f"two O1Ks at channel {k.p}, row {k.row}, col {k.col}")
-        members[k.p] = pos
-    return groups
 
 
 def qk_body(cfg: Config, layer: int, keys: list[KeyPlace],
@@ -256,109 +189,6 @@ def qk_program(cfg: Config, query: np.ndarray, body: list[Instruction]) -> list[
 
 
 # ----------------------------------------------------------------------------- SV
-
-
-@dataclass(frozen=True, slots=True)
-class Run:
-    """Consecutive table entries whose O1Vs are adjacent columns of one VRS."""
-
-    first: int  # table position of the first block
-    count: int  # blocks (= columns)
-    row0: int  # VRS first row (layer-relative)
-    col: int  # first column
-
-
-@dataclass(frozen=True, slots=True)
-class Segment:
-    """One accumulation unit of SV: O1V runs sharing the GB (disjoint columns), or a CZ slot.
-
-    For runs, each Value row is one WR_BIAS, the runs' MAC_ABKs and one RD_MAC (the reduction
-    continues across O2V and VRS boundaries); for a CZ slot (``cz`` set, ``runs`` holding its
-    one block), every Order-0 is biased, multiplied and read separately.
-    """
-
-    runs: tuple[Run, ...]  # O1V runs (or the CZ block as a one-block run)
-    cz: CzPlace | None = None  # set for a CZ-resident partial block
-
-
-@dataclass(slots=True)
-class SvPlan:
-    """Segments of an SV program, in execution order; see :meth:`decode`."""
-
-    segments: list[Segment] = field(default_factory=list)  # in order
-    blocks: int = 0  # table length
-
-    def readouts(self, cfg: Config) -> int:
-        """Return how many read-outs the program returns (one per RD_MAC channel)."""
-        return len(self.segments) * cfg.v_rows * cfg.heads * cfg.ch_per_head
-
-    def decode(self, readouts: list[Readout], cfg: Config) -> np.ndarray:
-        """Return ``(heads, D)`` float32 outputs: read-outs summed on the host, in order."""
-        out = np.zeros((cfg.heads, cfg.d_head), dtype=np.float32)
-        per = cfg.heads * cfg.ch_per_head
-        k = 0
-        banks = np.arange(cfg.device.banks)
-        for _seg in self.segments:
-            for i in range(cfg.v_rows):
-                for r in readouts[k:k + per]:
-                    g, p = divmod(r.channel, cfg.ch_per_head)
-                    vals = (r.data.astype(np.uint32) << 16).view(np.float32)
-                    out[g, cfg.value_dim(p, i, banks)] += vals
-                k += per
-        if k != len(readouts):
-            raise ValueError(f"{len(readouts)} readouts for a plan of {k}")
-        return out
-
-
-def sv_segments(values: list[ValuePlace | CzPlace], first: int = 0,
-                open_runs: tuple[Run, ...] = (), open_run: Run | None = None) -> list[Segment]:
-    """Split a table's Value placements into runs, then segments (see :class:`Segment`).
-
-    ``values[k]`` is table position ``first + k``. To continue a split that stopped before
-    ``first``, pass the runs of the segment it had not closed (``open_runs``) and the O1V run
-    it had not closed (``open_run``, ending at ``first - 1``); the result then starts with that
-    segment (by default: a split from the table's start).
-    """
-    runs: list[Run | tuple[int, CzPlace]] = []
-    # the open run: first, count, row0, col
-    cur: list[int] | None = None if open_run is None else \
-        [open_run.first, open_run.count, open_run.row0, open_run.col]
-    for pos, v in enumerate(values, first):
-        if isinstance(v, CzPlace):
-            if cur is not None:
-                runs.append(Run(*cur))
-                cur = None
-            runs.append((pos, v))
-        elif cur is not None and cur[2] == v.row0 and cur[3] + cur[1] == v.col:
-            cur[1] += 1
-        else:
-            if cur is not None:
-                runs.append(Run(*cur))
-            cur = [pos, 1, v.row0, v.col]
-    if cur is not None:
-        runs.append(Run(*cur))
-    segments: list[Segment] = []
-    current: list[Run] = list(open_runs)
-    cols = 0
-    for r in current:
-        cols |= ((1 << r.count) - 1) << r.col
-    for r in runs:
-        if isinstance(r, tuple):
-            pos, cz = r
-            if current:
-                segments.append(Segment(tuple(current)))
-                current, cols = [], 0
-            segments.append(Segment((Run(pos, 1, cz.row, cz.col0),), cz))
-            continue
-        span = ((1 << r.count) - 1) << r.col
-        if current and cols & span:
-            segments.append(Segment(tuple(current)))
-            current, cols = [], 0
-        current.append(r)
-        cols |= span
-    if current:
-        segments.append(Segment(tuple(current)))
-    return segments
 
 
 def sv_body(cfg: Config, layer: int, values: list[ValuePlace | CzPlace],

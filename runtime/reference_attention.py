@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from patton.runtime.plans import SvPlan
 from patton.sim import datapath as dp
-
-from .commands import SvPlan
 
 __all__ = ["qk_exact", "sv_exact", "qk_float", "sv_float"]
 
