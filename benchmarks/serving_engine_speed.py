@@ -27,9 +27,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from patton.runtime.config import MODELS
 from patton.sim.serving.clients import Engine, Request, StepOutput, run
 from patton.sim.serving.conversations import read
-from patton.runtime.config import MODELS
 from patton.sim.serving.engine import EmbeddedEngine
 from patton.sim.serving.runtimes import VARIANTS, attach
 from patton.sim.serving.vllm_engine import VllmEngine, VllmParams, VllmUnavailable
