@@ -25,13 +25,16 @@ def _is(cmd, commands) -> object:
 class Decoder(wiring.Component):
     """Protocol checker of one channel, and the register-mode flag that TMOD toggles.
 
-    The checks are those of :func:`patton.sim.check.verify` plus range and rejection checks,
-    in this priority: rejected command, wrong register mode, address out of range, then the
-    row-state checks (ACT to an open bank, ACT16 against another open row, column command to a
-    closed bank or another row, all-bank command without one row open in every bank), and last
-    the partner check of a MAC under CFR BROADCAST = 1 (``cmd.broadcast``): it takes its vector
-    from bank ``b ^ 1``, which must be open on the same row, as in
-    :meth:`patton.sim.functional.FunctionalModel.execute` (``verify`` does not check this).
+    The checks are the rules of :data:`patton.sim.protocol.RULES` (which
+    :func:`patton.sim.check.verify` and the functional model apply) for the commands this
+    version implements, plus the rejection of all others, in this priority: rejected command,
+    wrong register mode, address out of range, then the row-state checks (ACT to a bank open on
+    another row, ACT16 against another open row, column command to a closed bank or another
+    row, all-bank command without one row open in every bank), and last the partner check of a
+    MAC under CFR BROADCAST = 1 (``cmd.broadcast``): it takes its vector from bank ``b ^ 1``,
+    which must be open on the same row. ACT/ACT16 to a bank already open on the command's row
+    is legal and changes nothing. The row and column fields are always compared: a schedule
+    entry without them reaches the port as 0.
 
     Parameters
     ----------
@@ -110,7 +113,7 @@ class Decoder(wiring.Component):
             m.d.comb += error.eq(ProtocolCode.MODE)
         with m.Elif(bad_range):
             m.d.comb += error.eq(ProtocolCode.RANGE)
-        with m.Elif((cmd.command == Opcode.ACT) & bank_open):
+        with m.Elif((cmd.command == Opcode.ACT) & bank_open & (bank_row != cmd.row)):
             m.d.comb += error.eq(ProtocolCode.BANK_OPEN)
         with m.Elif((cmd.command == Opcode.ACT16) & conflict):
             m.d.comb += error.eq(ProtocolCode.ROW_CONFLICT)

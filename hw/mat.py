@@ -101,6 +101,15 @@ _MAT_TEXT = """\
 // DRAM array; a simulation model with the ports the channel expects.
 // Synchronous write (per-lane mask) and synchronous, write-first read; reads of
 // never-written words return zero.
+`ifndef SYNTHESIS
+// Contents on demand: a testbench bumps `request` (tb/player.v does on an "M" line) and every
+// mat appends its non-zero words to +MATS at the next clock edge.
+/* verilator lint_off DECLFILENAME */
+package {name}_dump;
+    int unsigned request = 0;
+endpackage
+/* verilator lint_on DECLFILENAME */
+`endif
 module {name} #(
     parameter ROWS = 4,
     parameter COLS = 64,
@@ -154,19 +163,31 @@ module {name} #(
             rd_data <= words[rd_addr];
         end
     end
-    // Final contents, for a testbench that asks with +MATS=<file>: every non-zero word as
-    // "M <instance path> <word address> <data>" (hex), appended when the simulation ends.
-    integer dump;
+    // Contents, for a testbench that asks with +MATS=<file>: every non-zero word as
+    // "M <instance path> <word address> <data>" (hex), appended when the simulation ends and
+    // whenever {name}_dump::request changes (at the next clock edge).
+    integer dump, k;
     reg [8*1024-1:0] dump_path;
-    final begin
+    task automatic dump_words;
         if ($value$plusargs("MATS=%s", dump_path)) begin
             dump = $fopen(dump_path, "a");
-            for (i = 0; i < WORDS; i = i + 1)
-                if (words[i] != {{(LANES*16){{1'b0}}}})
-                    $fwrite(dump, "M %m %h %h\\n", i, words[i]);
+            for (k = 0; k < WORDS; k = k + 1)
+                if (words[k] != {{(LANES*16){{1'b0}}}})
+                    $fwrite(dump, "M %m %h %h\\n", k, words[k]);
             $fclose(dump);
         end
+    endtask
+    final dump_words();
+`ifndef SYNTHESIS
+    int unsigned dumped;
+    initial dumped = 0;
+    always @(posedge clk) begin
+        if ({name}_dump::request != dumped) begin
+            dumped <= {name}_dump::request;
+            dump_words();
+        end
     end
+`endif
 endmodule
 """
 

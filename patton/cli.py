@@ -2,7 +2,9 @@
 
 ``patton aim run TRACE [--json] [--schedule OUT]``
     Run the cycle model on a trace (the public AiM simulator's format or ours) and report
-    cycles, per-channel command counts and energy.
+    cycles, per-channel command counts and energy. ``--schedule`` writes the timed command
+    schedule with the data it carries (the trace's payloads, lane masks, CFR state and the
+    instruction each command came from; ``patton.sim.schedule``).
 ``patton aim check SCHEDULE [--json]``
     List every timing, bus and protocol violation in a timed schedule; exit 1 if there is any.
 ``patton runtime scenario [--model M] [--requests N] [--steps N] [--seed S] [--json]``
@@ -116,7 +118,9 @@ def parser() -> argparse.ArgumentParser:
     run = aim.add_parser("run", help="run the cycle model on a trace")
     run.add_argument("trace", help="instruction trace (public AiM format or ours)")
     run.add_argument("--json", action="store_true", help="print one JSON object")
-    run.add_argument("--schedule", metavar="OUT", help="write the timed command schedule")
+    run.add_argument("--schedule", metavar="OUT",
+                     help="write the timed command schedule (with the trace's payloads, masks "
+                          "and CFRs)")
     run.add_argument("--standby", choices=("per_channel", "cent"), default="per_channel",
                      help="standby energy: every channel (default) or the CENT script's value")
     run.add_argument("--no-group", action="store_true",
@@ -127,15 +131,18 @@ def parser() -> argparse.ArgumentParser:
                      help="report progress on stderr (default when stderr is a terminal)")
     run.set_defaults(func=_aim_run)
     chk = aim.add_parser("check", help="verify a timed command schedule")
-    chk.add_argument("schedule", help="schedule file: 'cycle channel command [bank row col]'")
+    chk.add_argument("schedule", help="schedule file: 'cycle channel command [bank row col] "
+                                      "[key=value ...]'")
     chk.add_argument("--json", action="store_true", help="print one JSON object")
     chk.set_defaults(func=_aim_check)
     from patton.hw import cli as hw_cli
     from patton.runtime import cli as runtime_cli
+    from patton.sim.serving import cli as serving_cli
     from patton.tb import cli as tb_cli
 
     hw_cli.add_parser(sub)
     runtime_cli.add_parser(sub)
+    serving_cli.add_parsers(sub)  # patton workload ..., patton serve
     tb_cli.add_parser(sub)
     demo = sub.add_parser("demo", help="GEMV on the device model, checked against NumPy")
     demo.add_argument("--rows", type=int, default=64, help="matrix rows per bank (default 64)")

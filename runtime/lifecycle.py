@@ -100,6 +100,11 @@ class Runtime:
         """Return the blocks a new request could allocate in every layer."""
         return self.alloc.free_blocks()
 
+    def free_blocks_for(self, request: int) -> int:
+        """Return the blocks ``request`` could allocate in every layer: the room left in its
+        open Order-2 granules plus whole free ones (a new request has no open granule)."""
+        return self.alloc.free_blocks_for(request)
+
     def free_tokens(self) -> int:
         """Return the token capacity of :meth:`free_blocks`."""
         return self.free_blocks() * self.config.block_size

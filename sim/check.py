@@ -11,13 +11,20 @@ every violation:
 ``bus``
     two commands on one channel in the same cycle.
 ``protocol``
-    a command that is illegal in the current state: a column command to a closed bank or to a
-    row other than the open one, an all-bank command without the same row open in all banks,
-    an ACT to an open bank, an ACT16 while a bank has another row open, a MAC under CFR
-    BROADCAST = 1 whose partner bank (``bank ^ 1``, which supplies the vector) is not open on
-    the same row, or a command in the wrong register mode (WRGB, WRMAC16, RDMAC16 and RDAF16
-    need the register mode that TMOD toggles; everything else needs normal mode). CFRs come
-    from ``TimedCommand.cfr`` (a schedule file carries none: BROADCAST = 0).
+    a command that is illegal in the current state, by the one protocol definition
+    :data:`patton.sim.protocol.RULES` (the functional model applies the same table): a bank or
+    row it needs is missing or out of range, a column out of range; an ACT/ACT4/ACT16 while a
+    target bank has another row open (the same row is a legal no-op); a column command to a
+    closed bank or to a row other than the open one; an all-bank command without one row open
+    in all banks (AF16: a LUT row); a MAC under CFR BROADCAST = 1 whose partner bank
+    (``bank ^ 1``, which supplies the vector) is not open on the same row; a refresh with a
+    target bank open; or a command in the wrong register mode (WRGB, WRMAC16, RDMAC16 and
+    RDAF16 need the register mode that TMOD toggles; every other command needs normal mode,
+    except TMOD and the controller's SYNC/EOC markers). ACT4/PRE4 open/close their bank
+    group, RDA/WRA close their bank, WRA16 closes all banks. CFRs come from
+    ``TimedCommand.cfr`` (empty: the reset values, BROADCAST = 0). A row or column of -1 is
+    "not given": a given row must be the open one; RD/WR without a column address column 0
+    (a public ``R/W MEM`` line has none), other column commands need one.
 
 A command with a protocol error changes no row or mode state (as in the RTL channel, which
 refuses it) but still counts as an issue for later timing rules. Legal schedules produce an
@@ -31,13 +38,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .device import DEVICE, Device
-from .isa import (
-    ALL_ROWS_COMMANDS, BANK_ROW_COMMANDS, COMMAND_SCOPE, REG_MODE_COMMANDS, Cfr, Command, Scope,
-)
+from .isa import COMMAND_SCOPE, Cfr, Command, Scope
+from .protocol import State
 from .schedule import TimedCommand
 from .timing import TIMING, TimingTable
 
 __all__ = ["Violation", "verify"]
+
+#: Conventional accesses whose column a public ``R/W MEM`` line leaves unset: column 0 (as
+#: :func:`patton.sim.replay.replay` executes them).
+_UNADDRESSED = frozenset({Command.RD, Command.WR})
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,8 +88,7 @@ class _Channel:
         self.last = {Scope.CHANNEL: [[-1] * n],
                      Scope.BANKGROUP: [[-1] * n for _ in range(device.bankgroups)],
                      Scope.BANK: [[-1] * n for _ in range(device.banks)]}
-        self.open_row = [-1] * device.banks
-        self.reg_mode = False
+        self.state = State(device)  # open rows and register mode
         self.last_cycle = -1
 
 
@@ -96,7 +105,7 @@ def verify(schedule: Iterable[TimedCommand], device: Device = DEVICE,
             out.append(Violation("bus", t, cmd.channel, c, detail="second command in one cycle",
                                  line=cmd.line))
         ch.last_cycle = t
-        banked = cmd.bank >= 0 and COMMAND_SCOPE[c] != Scope.CHANNEL
+        banked = 0 <= cmd.bank < device.banks and COMMAND_SCOPE[c] != Scope.CHANNEL
         nodes = [(Scope.CHANNEL, 0)]
         if banked:
             nodes += [(Scope.BANKGROUP, cmd.bank // per_group), (Scope.BANK, cmd.bank)]
@@ -118,55 +127,15 @@ def verify(schedule: Iterable[TimedCommand], device: Device = DEVICE,
 def _protocol(ch: _Channel, cmd: TimedCommand) -> str:
     """Apply ``cmd`` to the channel's row and mode state; return what was illegal, if any.
 
-    An illegal command changes no state (the RTL channel does not execute it either); it still
-    counts as an issue for the timing rules.
+    The rules are :data:`patton.sim.protocol.RULES`. An illegal command changes no state (the
+    RTL channel does not execute it either); it still counts as an issue for the timing rules.
     """
     c = cmd.command
-    if c == Command.TMOD:
-        ch.reg_mode = not ch.reg_mode
-        return ""
-    if (c in REG_MODE_COMMANDS) != ch.reg_mode:
-        return f"{c.name} issued in {'register' if ch.reg_mode else 'normal'} mode"
-    rows = ch.open_row
-    if c == Command.ACT:
-        if rows[cmd.bank] >= 0:
-            return f"bank {cmd.bank} already open on row {rows[cmd.bank]}"
-        rows[cmd.bank] = cmd.row
-        return ""
-    if c == Command.ACT16:
-        # Re-activating the row a bank already has open is what the public controller does
-        # when only some banks are open on the target row; another row is a conflict.
-        other = [b for b, r in enumerate(rows) if r >= 0 and r != cmd.row]
-        if other:
-            return f"ACT16 row {cmd.row} with bank {other[0]} open on row {rows[other[0]]}"
-        rows[:] = [cmd.row] * len(rows)
-        return ""
-    if c == Command.PRE:
-        rows[cmd.bank] = -1
-        return ""
-    if c == Command.PREA:
-        rows[:] = [-1] * len(rows)
-        return ""
-    if c in BANK_ROW_COMMANDS:
-        if rows[cmd.bank] < 0:
-            return f"bank {cmd.bank} is closed"
-        if cmd.row >= 0 and rows[cmd.bank] != cmd.row:
-            return f"bank {cmd.bank} has row {rows[cmd.bank]} open, not {cmd.row}"
-        if c == Command.MAC and len(cmd.cfr) > Cfr.BROADCAST and cmd.cfr[Cfr.BROADCAST]:
-            partner = cmd.bank ^ 1  # the vector comes from the partner bank's open row
-            if rows[partner] != rows[cmd.bank]:
-                state = "closed" if rows[partner] < 0 else f"on row {rows[partner]}"
-                return (f"MAC under CFR BROADCAST = 1 reads partner bank {partner}, which is "
-                        f"{state}, not on row {rows[cmd.bank]}")
-        return ""
-    if c in ALL_ROWS_COMMANDS:
-        if any(r < 0 for r in rows) or len(set(rows)) != 1:
-            problem = "needs the same row open in all banks"
-        elif cmd.row >= 0 and rows[0] != cmd.row:
-            problem = f"all banks have row {rows[0]} open, not {cmd.row}"
-        else:
-            problem = ""
-        if c == Command.WRA16 and not problem:
-            rows[:] = [-1] * len(rows)
-        return problem
-    return ""
+    bank = cmd.bank if cmd.bank >= 0 else None
+    row = cmd.row if cmd.row >= 0 else None
+    col = cmd.col if cmd.col >= 0 else (0 if c in _UNADDRESSED else None)
+    broadcast = len(cmd.cfr) > Cfr.BROADCAST and bool(cmd.cfr[Cfr.BROADCAST])
+    problem = ch.state.check(c, bank, row, col, broadcast)
+    if problem is None:
+        ch.state.apply(c, bank, row)
+    return problem or ""

@@ -71,11 +71,12 @@ class Request:
     """
 
     __slots__ = ("kind", "final", "bank", "bg", "row", "col", "command", "arrive", "depart",
-                 "reg_mode", "callback", "reader", "sync", "ins", "index", "cfr")
+                 "reg_mode", "callback", "reader", "sync", "ins", "index", "cfr", "pos")
 
     def __init__(self, kind: Kind, final: int, bank: int, row: int, col: int,
                  reg_mode: bool, callback: bool, reader: bool, ins: Instruction,
-                 index: int, bankgroups_of: int, cfr: tuple[int, ...] = ()) -> None:
+                 index: int, bankgroups_of: int, cfr: tuple[int, ...] = (),
+                 pos: int = -1) -> None:
         self.kind = kind  # buffer class
         self.final = final  # the DRAM command that completes the request
         self.bank = bank  # bank index, -1 for channel-scope requests
@@ -92,6 +93,7 @@ class Request:
         self.ins = ins  # the host instruction it came from
         self.index = index  # which of that instruction's columns
         self.cfr = cfr  # CFR values (by Cfr id) when it was decoded; timing ignores them
+        self.pos = pos  # position of ``ins`` in the program, -1 if unknown
 
     def clone(self) -> Request:
         """Return an independent copy (for splitting a group of channels)."""

@@ -26,10 +26,12 @@ cycle-by-cycle simulation:
 
 from __future__ import annotations
 
+import gc
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 from .controller import NEVER, ChannelController, Kind, Request
 from .device import AF_ROW_BASE, DEVICE, Device
@@ -134,6 +136,7 @@ class _Run:
         self.model = model
         dev = model.device
         self.queue = deque(program)
+        self.total = len(program)  # the queue's head is at position total - len(queue)
         self.stalled = 0
         self.finished = False
         self.progress = False
@@ -204,6 +207,7 @@ class _Run:
         op = ins.opcode
         info = op.info
         banks_per_group = self.model.device.banks_per_group
+        pos = self.total - len(self.queue)  # ``ins`` is the queue's head
         if op == Opcode.WR_CFR:
             self.cfr[Cfr(ins.cfr)] = ins.value
             return True
@@ -213,7 +217,7 @@ class _Run:
             ok = True
             for ctl in self.controllers:
                 req = Request(Kind.AIM, int(info.final), -1, -1, -1, False, True, True, ins, 0,
-                              banks_per_group)
+                              banks_per_group, pos=pos)
                 ok &= self._send(ctl, req, k)
                 self.stalled += len(ctl.members)
             return ok
@@ -238,7 +242,7 @@ class _Run:
             col = first_col + i if first_col >= 0 else -1
             for ctl in targets:
                 req = Request(kind, final, bank, row, col, info.reg_mode, info.blocking,
-                              reader, ins, i, banks_per_group, cfr)
+                              reader, ins, i, banks_per_group, cfr, pos)
                 ok &= self._send(ctl, req, k)
                 if info.blocking:
                     self.stalled += len(ctl.members)
@@ -318,7 +322,6 @@ class _Run:
     def result(self) -> RunResult:
         counts: dict[int, dict[str, int]] = {}
         states: dict[int, dict[str, int]] = {}
-        schedule: list[TimedCommand] | None = [] if self.model.record else None
         for ctl in self.controllers:
             named = {Command(c).name: n for c, n in enumerate(ctl.counts) if n}
             for m in ctl.members:
@@ -326,10 +329,7 @@ class _Run:
                     counts[m] = dict(named)
                 states[m] = {"active": ctl.active_cycles, "precharged": ctl.precharged_cycles,
                              "idle": ctl.idle_cycles}
-                if schedule is not None:
-                    schedule.extend(TimedCommand.of(issue, m) for issue in ctl.log)
-        if schedule is not None:
-            schedule.sort(key=lambda t: (t.cycle, t.channel))
+        schedule = _schedule(self.controllers) if self.model.record else None
         dev = self.model.device
         rows: list[tuple[int, ...]] = [()] * dev.channels
         modes: list[bool] = [False] * dev.channels
@@ -339,3 +339,43 @@ class _Run:
         end = DeviceState(tuple(rows), tuple(modes), tuple(self.cfr[c] for c in Cfr))
         return RunResult(self.cycles, dict(sorted(counts.items())), dict(sorted(states.items())),
                          schedule, end)
+
+
+def _schedule(controllers: list[ChannelController]) -> list[TimedCommand]:
+    """Return every controller's issues on each of its channels, in (cycle, channel) order.
+
+    A channel belongs to one controller, which issues at most one command per cycle, so the
+    order is total. Issues are ordered, not commands (a group of 32 channels has 32 commands
+    per issue); the cyclic garbage collector is paused meanwhile, as the millions of new
+    commands would otherwise make it rescan them over and over.
+    """
+    each, of = TimedCommand.each, TimedCommand.of
+    out: list[TimedCommand] = []
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        if len(controllers) == 1:
+            members = sorted(controllers[0].members)
+            for issue in controllers[0].log:
+                out.extend(each(issue, members))
+            return out
+        groups = [sorted(ctl.members) for ctl in controllers]
+        issues = sorted(((issue.cycle, i, issue) for i, ctl in enumerate(controllers)
+                         for issue in ctl.log), key=itemgetter(0))
+        n, start = len(issues), 0
+        while start < n:
+            cycle = issues[start][0]
+            end = start + 1
+            while end < n and issues[end][0] == cycle:
+                end += 1
+            if end == start + 1:
+                out.extend(each(issues[start][2], groups[issues[start][1]]))
+            else:  # controllers issuing in the same cycle: interleave their channels
+                pairs = sorted(((ch, issue) for _, i, issue in issues[start:end]
+                                for ch in groups[i]), key=itemgetter(0))
+                out.extend(of(issue, ch) for ch, issue in pairs)
+            start = end
+        return out
+    finally:
+        if enabled:
+            gc.enable()

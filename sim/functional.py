@@ -29,9 +29,21 @@ Semantic decisions (written down in ``docs/numerics.md`` §5):
 * Host writes (``WR``, ``WRA``, ``WRGB``, ``WRA16``, ``WRMAC16``) honour a 16-bit mask: bit ``i``
   enables lane ``i`` (for ``WRMAC16``: bank ``i``). Reads of unwritten memory return zeros.
 * ``RDMAC16`` reads the accumulators without clearing them (``WRMAC16`` re-initialises them).
-* ``ACT``/``ACT4``/``ACT16`` may target a bank that already has the same row open (a no-op for
-  that bank): the public simulator's controller issues ACT16 when only some banks are open on
-  the row. A bank open on another row must be precharged first.
+* Legality comes from the one protocol definition, :data:`patton.sim.protocol.RULES`, which
+  :func:`patton.sim.check.verify` applies to schedules too (``docs/protocol.md``): ``execute``
+  calls ``State.check`` and raises :class:`ProtocolError` with its reason, computes the values,
+  then calls ``State.apply``. In short: ``ACT``/``ACT4``/``ACT16`` may target a bank that
+  already has the same row open (a no-op for that bank; the public simulator's controller
+  issues ACT16 when only some banks are open on the row), a bank open on another row must be
+  precharged first; ACT4/PRE4 act on the named bank's group; RDA/WRA close their bank, WRA16
+  all banks; REFab/REFpb need their banks precharged; AF16 needs a LUT row open.
+* Register mode: TMOD always toggles it, but only ``FunctionalModel(modes=True)`` enforces it
+  (WRGB, WRMAC16, RDMAC16, RDAF16 in register mode, all else but TMOD/SYNC/EOC in normal
+  mode), and then
+  :meth:`FunctionalModel.run` issues TMODs as the controller does. By default no command needs
+  a mode: host code and tests call ``execute`` without TMODs, and :func:`patton.sim.replay.replay`
+  skips the schedule's TMODs. Value-level checks (payload shape, mask width, device
+  organisation limits) stay here; the protocol does not see payloads.
 
 Invariants: a command that raises :class:`ProtocolError` leaves the whole model unchanged; only
 a write that changes a never-written row allocates memory (32 KiB: the row in all 16 banks).
@@ -46,26 +58,16 @@ import ml_dtypes
 import numpy as np
 
 from . import datapath as dp
+from . import protocol
 from .device import AF_ROW_BASE, DEVICE, Device
 from .isa import (
-    ALL_ROWS_COMMANDS, BANK_ROW_COMMANDS, CFR_RANGE, CFR_RESET, COMMAND_SCOPE, Cfr, Command,
-    Instruction, Opcode, Scope,
+    ALL_ROWS_COMMANDS, BANK_ROW_COMMANDS, CFR_RANGE, CFR_RESET, REG_MODE_COMMANDS, Cfr,
+    Command, Instruction, Opcode,
 )
 from .program import Readout
+from .protocol import CLOSED, COLUMN, LUT_ROWS, PAYLOAD, RULES, Need, Targets
 
 __all__ = ["ProtocolError", "ChannelState", "FunctionalModel"]
-
-_CLOSED = -1
-#: Number of activation-function LUT rows (AFM ids) above :data:`AF_ROW_BASE`.
-_AF_ROWS = CFR_RANGE[Cfr.AFM][1] + 1
-#: Single-bank commands that need their bank's row open.
-_BANK_ACCESS = BANK_ROW_COMMANDS
-#: All-bank commands that need the same row open in every bank.
-_ALL_ACCESS = ALL_ROWS_COMMANDS
-#: Channel-scope commands that still address a column.
-_COLUMN_ALL = frozenset({Command.MAC16, Command.EWMUL16, Command.WRA16, Command.WRGB})
-#: Commands whose data argument is a 16-word host payload.
-_WRITES = frozenset({Command.WR, Command.WRA, Command.WRGB, Command.WRA16, Command.WRMAC16})
 
 
 class ProtocolError(Exception):
@@ -79,12 +81,13 @@ class ProtocolError(Exception):
 class ChannelState:
     """Architectural state of one channel.
 
-    Invariants: ``open_rows[b]`` is ``-1`` (closed) or a legal row; ``mats[row]`` has shape
-    ``(banks, columns, lanes)`` and exists only for rows that a command or
+    Invariants: ``protocol`` holds the open row of each bank (``-1`` closed, else a legal row)
+    and the register mode, and only changes through :mod:`patton.sim.protocol`; ``mats[row]``
+    has shape ``(banks, columns, lanes)`` and exists only for rows that a command or
     :meth:`FunctionalModel.poke` wrote; ``acc`` never holds a binary32 subnormal.
     """
 
-    open_rows: np.ndarray  # (banks,) int64, open row per bank, -1 = closed
+    protocol: protocol.State  # open row per bank and register mode
     gb: np.ndarray  # (gb_columns, lanes) uint16, the global buffer
     acc: np.ndarray  # (banks,) uint32, binary32 MAC accumulators
     af: np.ndarray  # (banks,) uint16, bfloat16 AF result registers
@@ -93,21 +96,27 @@ class ChannelState:
 
     @classmethod
     def reset(cls, device: Device) -> ChannelState:
-        """Return the state after power-up: banks closed, buffers and registers zero."""
-        return cls(open_rows=np.full(device.banks, _CLOSED, dtype=np.int64),
+        """Return the state after power-up: banks closed, normal mode, buffers zero."""
+        return cls(protocol=protocol.State(device),
                    gb=np.zeros((device.gb_columns, device.lanes), dtype=np.uint16),
                    acc=np.zeros(device.banks, dtype=np.uint32),
                    af=np.zeros(device.banks, dtype=np.uint16),
                    cfr=dict(CFR_RESET))
 
+    @property
+    def open_rows(self) -> np.ndarray:
+        """The open row of each bank, ``(banks,)`` int64, -1 = closed (``protocol``'s array;
+        writing it bypasses the protocol, as a testbench reset does)."""
+        return self.protocol.open_rows
+
 
 @dataclass(frozen=True, slots=True)
 class _Args:
-    """Arguments of one command, as :meth:`FunctionalModel.execute` received them."""
+    """Arguments of one legal command (checked by :mod:`patton.sim.protocol`)."""
 
     bank: int | None  # bank index (bank-level commands)
-    row: int | None  # row to open, or the row the caller expects open
-    col: int | None  # column
+    row: int | None  # row it opens, or the row open in its bank(s) (access commands)
+    col: int | None  # column (commands that take one)
     words: np.ndarray  # (lanes,) uint16 payload (zeros for commands without one)
     lanes: np.ndarray  # (lanes,) bool, lanes the write mask enables
 
@@ -117,15 +126,21 @@ class FunctionalModel:
 
     Args:
         device: organisation (defaults to the public simulator's 32-channel device).
+        modes: also enforce the register mode (WRGB, WRMAC16, RDMAC16, RDAF16 need it; every
+            other command but TMOD, SYNC and EOC needs normal mode), as the bus does; :meth:`run`
+            then issues TMOD before a command of the other mode, as the controller does.
+            Without it (the default) TMOD still toggles the mode but no command needs one.
 
     Attributes:
         device: the organisation.
+        modes: whether the register mode is enforced.
         channels: one :class:`ChannelState` per channel.
         gprs: host GPRs by id, 16 bfloat16 bit patterns each; unwritten GPRs read as zero.
     """
 
-    def __init__(self, device: Device = DEVICE) -> None:
+    def __init__(self, device: Device = DEVICE, *, modes: bool = False) -> None:
         self.device = device
+        self.modes = bool(modes)
         self.channels: list[ChannelState] = [ChannelState.reset(device)
                                              for _ in range(device.channels)]
         self.gprs: dict[int, np.ndarray] = {}
@@ -139,8 +154,8 @@ class FunctionalModel:
         self._all_lanes.flags.writeable = False
         self._index = -1  # position of the instruction :meth:`run` is executing
         self._handlers = {
-            Command.ACT: self._act, Command.ACT4: self._act, Command.ACT16: self._act,
-            Command.PRE: self._pre, Command.PRE4: self._pre, Command.PREA: self._pre,
+            Command.ACT: self._nop, Command.ACT4: self._nop, Command.ACT16: self._nop,
+            Command.PRE: self._nop, Command.PRE4: self._nop, Command.PREA: self._nop,
             Command.RD: self._rd, Command.RDA: self._rd,
             Command.WR: self._wr, Command.WRA: self._wr,
             Command.MAC: self._mac, Command.MAC16: self._mac16,
@@ -149,7 +164,7 @@ class FunctionalModel:
             Command.WRGB: self._wrgb, Command.WRMAC16: self._wrmac16,
             Command.RDMAC16: self._rdmac16, Command.RDAF16: self._rdaf16,
             Command.WRA16: self._wra16,
-            Command.REFab: self._ref, Command.REFpb: self._ref,
+            Command.REFab: self._nop, Command.REFpb: self._nop,
             Command.TMOD: self._nop, Command.SYNC: self._nop, Command.EOC: self._nop,
         }
 
@@ -174,19 +189,33 @@ class FunctionalModel:
             16 bfloat16 bit patterns for RD/RDA, RDMAC16 (one per bank) and RDAF16; else None.
 
         Raises:
-            ProtocolError: the command is illegal now or its arguments are out of range; the
-                model is unchanged.
+            ProtocolError: the command is illegal now (:meth:`patton.sim.protocol.State.check`)
+                or its arguments are out of range; the model is unchanged.
         """
         st = self._channel(channel)
         try:
             command = Command(command)
         except ValueError:
             raise ProtocolError(f"unknown command {command!r}") from None
-        if command in _WRITES:
+        if command in PAYLOAD:
             words, lanes = self._words(command, data), self._mask(command, mask)
         else:
             words, lanes = self._no_words, self._all_lanes
-        return self._handlers[command](st, command, _Args(bank, row, col, words, lanes))
+        state = st.protocol
+        problem = state.check(command, bank, row, col, bool(st.cfr[Cfr.BROADCAST]),
+                              mode=self.modes)
+        if problem:
+            raise ProtocolError(problem)
+        rule = RULES[command]
+        b = int(bank) if rule.bank else None
+        if rule.need is Need.OPEN:
+            row = int(state.open_rows[b if rule.targets is Targets.BANK else 0])
+        elif row is not None:
+            row = int(row)
+        c = int(col) if rule.columns is not None else None
+        result = self._handlers[command](st, command, _Args(b, row, c, words, lanes))
+        state.apply(command, b, row)
+        return result
 
     def run(self, instructions: Iterable[Instruction]) -> list[Readout]:
         """Execute host instructions, opening and closing rows as a controller would.
@@ -281,37 +310,10 @@ class FunctionalModel:
         return int(bank)
 
     def _check_row(self, row: int | None) -> int:
-        if isinstance(row, (int, np.integer)) and (
-                0 <= row < self.device.rows or AF_ROW_BASE <= row < AF_ROW_BASE + _AF_ROWS):
-            return int(row)
+        if protocol.legal_row(self.device, row):
+            return int(row)  # type: ignore[arg-type]
         raise ProtocolError(f"row {row!r} outside 0..{self.device.rows - 1} and the LUT "
-                            f"rows {AF_ROW_BASE}..{AF_ROW_BASE + _AF_ROWS - 1}")
-
-    def _check_col(self, col: int | None, limit: int | None = None) -> int:
-        limit = min(self.device.columns, self.device.gb_columns) if limit is None else limit
-        if not isinstance(col, (int, np.integer)) or not 0 <= col < limit:
-            raise ProtocolError(f"column {col!r} outside 0..{limit - 1}")
-        return int(col)
-
-    def _open(self, st: ChannelState, command: Command, bank: int, row: int | None) -> int:
-        """Return the open row of ``bank``; raise unless it is open (and equals ``row``)."""
-        current = int(st.open_rows[bank])
-        if current == _CLOSED:
-            raise ProtocolError(f"{command.name}: bank {bank} has no open row")
-        if row is not None and row != current:
-            raise ProtocolError(f"{command.name}: bank {bank} has row {current} open, "
-                                f"not {row}")
-        return current
-
-    def _all_open(self, st: ChannelState, command: Command, row: int | None) -> int:
-        """Return the row open in every bank; raise unless one row is open in all of them."""
-        rows = st.open_rows
-        if (rows == _CLOSED).any() or (rows != rows[0]).any():
-            raise ProtocolError(f"{command.name} needs one row open in all banks; open rows "
-                                f"{rows.tolist()}")
-        if row is not None and row != int(rows[0]):
-            raise ProtocolError(f"{command.name}: row {int(rows[0])} is open, not {row}")
-        return int(rows[0])
+                            f"rows {AF_ROW_BASE}..{AF_ROW_BASE + LUT_ROWS - 1}")
 
     @staticmethod
     def _array(data: np.ndarray) -> np.ndarray:
@@ -380,78 +382,29 @@ class FunctionalModel:
         block[index] = values
 
     # ----------------------------------------------------------------------- command handlers
-    # Each handler validates everything it needs before its first mutation.
-
-    def _group(self, bank: int) -> slice:
-        per = self.device.banks_per_group
-        start = bank // per * per
-        return slice(start, start + per)
-
-    def _act(self, st: ChannelState, cmd: Command, a: _Args) -> None:
-        row = self._check_row(a.row)
-        targets: slice | int
-        if cmd is Command.ACT16:
-            targets = slice(None)
-        elif cmd is Command.ACT4:
-            targets = self._group(self._check_bank(a.bank))
-        else:
-            targets = self._check_bank(a.bank)
-        current = np.atleast_1d(st.open_rows[targets])
-        if ((current != _CLOSED) & (current != row)).any():
-            raise ProtocolError(f"{cmd.name} row {row}: a target bank has another row open "
-                                f"(open rows {st.open_rows.tolist()}); precharge first")
-        st.open_rows[targets] = row
-
-    def _pre(self, st: ChannelState, cmd: Command, a: _Args) -> None:
-        if cmd is Command.PREA:
-            st.open_rows[:] = _CLOSED
-        elif cmd is Command.PRE4:
-            st.open_rows[self._group(self._check_bank(a.bank))] = _CLOSED
-        else:
-            st.open_rows[self._check_bank(a.bank)] = _CLOSED
-
-    def _ref(self, st: ChannelState, cmd: Command, a: _Args) -> None:
-        targets = slice(None) if cmd is Command.REFab else self._check_bank(a.bank)
-        if (np.atleast_1d(st.open_rows[targets]) != _CLOSED).any():
-            raise ProtocolError(f"{cmd.name} needs its banks precharged")
+    # The protocol has accepted the command; each handler computes its values and raises only
+    # for what the device cannot hold, before its first mutation. Row and mode changes follow
+    # in :meth:`execute` (``protocol.State.apply``).
 
     def _nop(self, st: ChannelState, cmd: Command, a: _Args) -> None:
         return None
 
     def _rd(self, st: ChannelState, cmd: Command, a: _Args) -> np.ndarray:
-        bank = self._check_bank(a.bank)
-        col = self._check_col(a.col, self.device.columns)
-        row = self._open(st, cmd, bank, a.row)
-        data = self._read_block(st, row)[bank, col].copy()
-        if cmd is Command.RDA:
-            st.open_rows[bank] = _CLOSED
-        return data
+        return self._read_block(st, a.row)[a.bank, a.col].copy()
 
     def _wr(self, st: ChannelState, cmd: Command, a: _Args) -> None:
-        bank = self._check_bank(a.bank)
-        col = self._check_col(a.col, self.device.columns)
-        row = self._open(st, cmd, bank, a.row)
-        self._store(st, row, (bank, col, a.lanes), a.words[a.lanes])
-        if cmd is Command.WRA:
-            st.open_rows[bank] = _CLOSED
+        self._store(st, a.row, (a.bank, a.col, a.lanes), a.words[a.lanes])
 
     def _mac(self, st: ChannelState, cmd: Command, a: _Args) -> None:
-        bank = self._check_bank(a.bank)
-        col = self._check_col(a.col)
-        row = self._open(st, cmd, bank, a.row)
-        block = self._read_block(st, row)
-        if st.cfr[Cfr.BROADCAST]:
-            partner = bank ^ 1
-            self._open(st, cmd, partner, row)
-            vector = block[partner, col]
+        block = self._read_block(st, a.row)
+        if st.cfr[Cfr.BROADCAST]:  # the protocol has checked the partner's open row
+            vector = block[a.bank ^ 1, a.col]
         else:
-            vector = st.gb[col]
-        st.acc[bank] = dp.mac(st.acc[bank], block[bank, col], vector)
+            vector = st.gb[a.col]
+        st.acc[a.bank] = dp.mac(st.acc[a.bank], block[a.bank, a.col], vector)
 
     def _mac16(self, st: ChannelState, cmd: Command, a: _Args) -> None:
-        col = self._check_col(a.col)
-        row = self._all_open(st, cmd, a.row)
-        self._mac_columns([st], row, slice(col, col + 1))
+        self._mac_columns([st], a.row, slice(a.col, a.col + 1))
 
     def _mac_columns(self, states: list[ChannelState], row: int, cols: slice) -> None:
         """Apply MAC16 for each column of ``cols`` in turn, in every channel of ``states``.
@@ -477,9 +430,7 @@ class FunctionalModel:
                     st.acc[:] = value
 
     def _ewmul16(self, st: ChannelState, cmd: Command, a: _Args) -> None:
-        col = self._check_col(a.col, self.device.columns)
-        row = self._all_open(st, cmd, a.row)
-        self._ewmul_columns(st, row, slice(col, col + 1))
+        self._ewmul_columns(st, a.row, slice(a.col, a.col + 1))
 
     def _ewmul_columns(self, st: ChannelState, row: int, cols: slice) -> None:
         """Apply EWMUL16 to every column of ``cols`` (columns are independent).
@@ -495,27 +446,17 @@ class FunctionalModel:
         self._store(st, row, (slice(2, stop, per), cols), product)
 
     def _af16(self, st: ChannelState, cmd: Command, a: _Args) -> None:
-        row = self._all_open(st, cmd, a.row)
-        if row < AF_ROW_BASE:
-            raise ProtocolError(f"AF16 needs a LUT row ({AF_ROW_BASE} + AFM) open, not {row}")
-        block = self._read_block(st, row)  # raises if a row cannot hold a LUT
+        block = self._read_block(st, a.row)  # raises if a row cannot hold a LUT
         st.af[:] = dp.af(st.acc, block.reshape(self.device.banks, -1))
 
     def _rdcp(self, st: ChannelState, cmd: Command, a: _Args) -> None:
-        bank = self._check_bank(a.bank)
-        col = self._check_col(a.col)
-        row = self._open(st, cmd, bank, a.row)
-        st.gb[col] = self._read_block(st, row)[bank, col]
+        st.gb[a.col] = self._read_block(st, a.row)[a.bank, a.col]
 
     def _wrcp(self, st: ChannelState, cmd: Command, a: _Args) -> None:
-        bank = self._check_bank(a.bank)
-        col = self._check_col(a.col)
-        row = self._open(st, cmd, bank, a.row)
-        self._store(st, row, (bank, col), st.gb[col].copy())
+        self._store(st, a.row, (a.bank, a.col), st.gb[a.col].copy())
 
     def _wrgb(self, st: ChannelState, cmd: Command, a: _Args) -> None:
-        col = self._check_col(a.col, self.device.gb_columns)
-        st.gb[col, a.lanes] = a.words[a.lanes]
+        st.gb[a.col, a.lanes] = a.words[a.lanes]
 
     def _wrmac16(self, st: ChannelState, cmd: Command, a: _Args) -> None:
         self._per_bank(cmd)
@@ -529,10 +470,7 @@ class FunctionalModel:
 
     def _wra16(self, st: ChannelState, cmd: Command, a: _Args) -> None:
         self._per_bank(cmd)
-        col = self._check_col(a.col, self.device.columns)
-        row = self._all_open(st, cmd, a.row)
-        self._store(st, row, (slice(None), col, a.lanes), a.words[:, None])
-        st.open_rows[:] = _CLOSED
+        self._store(st, a.row, (slice(None), a.col, a.lanes), a.words[:, None])
 
     def _per_bank(self, cmd: Command) -> None:
         """Raise unless a 16-word payload can carry one word per bank."""
@@ -606,20 +544,20 @@ class FunctionalModel:
             raise ProtocolError(f"{op.value} must name exactly one channel, got {channels}")
         states = {c: self._channel(c) for c in channels}
         first, count = inst.start_col, inst.columns
-        needs_col = COMMAND_SCOPE[final] == Scope.COLUMN or final in _COLUMN_ALL
+        needs_col = final in COLUMN
         if needs_col:
-            limit = self.device.gb_columns if final is Command.WRGB else self.device.columns
+            limit = protocol.column_limit(self.device, final)
             if count < 1 or first < 0 or first + count > limit:
                 raise ProtocolError(f"{op.value}: columns {first}..{first + count - 1} "
                                     f"outside 0..{limit - 1}")
-        if final in _BANK_ACCESS:
+        if final in BANK_ROW_COMMANDS:
             self._check_bank(inst.bank)
-        if final in _BANK_ACCESS or final in _ALL_ACCESS - {Command.AF16}:
+        if final in BANK_ROW_COMMANDS or final in ALL_ROWS_COMMANDS - {Command.AF16}:
             self._check_row(inst.row)
         if final in (Command.WRA16, Command.WRMAC16):
             self._per_bank(final)
         payload = None
-        if final in _WRITES:
+        if final in PAYLOAD:
             payload = self._payload(inst, count)
             self._mask(final, inst.mask)
         if final is Command.AF16:  # resolve the LUT row before anything happens
@@ -644,7 +582,7 @@ class FunctionalModel:
                 self._prepare(c, st, final, inst.bank, row)
                 data = None if payload is None else payload[i]
                 result = self.execute(c, final, inst.bank, row, col if needs_col else None,
-                                      data, inst.mask if final in _WRITES else None)
+                                      data, inst.mask if final in PAYLOAD else None)
                 if result is not None:
                     out.append(Readout(c, op, result, self._index))
                     if inst.gpr0 is not None:
@@ -652,22 +590,29 @@ class FunctionalModel:
 
     def _prepare(self, channel: int, st: ChannelState, final: Command, bank: int | None,
                  row: int | None) -> None:
-        """Issue the precharges and activations ``final`` needs (the controller's prereqs)."""
-        if final in _ALL_ACCESS:  # the public simulator's RequireAllRowsOpen
-            if ((st.open_rows != _CLOSED) & (st.open_rows != row)).any():
+        """Issue the TMOD, precharges and activations ``final`` needs (the controller's prereqs).
+
+        TMOD only when the model enforces the register mode (``modes``).
+        """
+        state = st.protocol
+        if self.modes and (final in REG_MODE_COMMANDS) != state.reg_mode:
+            self.execute(channel, Command.TMOD)
+        rows = state.open_rows
+        if final in ALL_ROWS_COMMANDS:  # the public simulator's RequireAllRowsOpen
+            if ((rows != CLOSED) & (rows != row)).any():
                 self.execute(channel, Command.PREA)
-            if (st.open_rows == _CLOSED).any():
+            if (rows == CLOSED).any():
                 self.execute(channel, Command.ACT16, row=row)
-        elif final in _BANK_ACCESS:
+        elif final in BANK_ROW_COMMANDS:
             assert bank is not None
             banks = [bank]
             if final is Command.MAC and st.cfr[Cfr.BROADCAST]:
                 banks.append(bank ^ 1)
             for b in banks:
-                current = int(st.open_rows[b])
+                current = int(rows[b])
                 if current == row:
                     continue
-                if current != _CLOSED:
+                if current != CLOSED:
                     self.execute(channel, Command.PRE, bank=b)
                 self.execute(channel, Command.ACT, bank=b, row=row)
 

@@ -1,9 +1,10 @@
 """Execute a timed command schedule on the functional model (values follow the timing).
 
 The cycle model decides *when* each DRAM command issues; the functional model decides what it
-computes. Replaying the cycle model's schedule command by command, with each write's payload
-taken from the host instruction it came from, gives the values the device returns in the order
-the bus carries them: the reference the RTL scoreboard compares against.
+computes. Replaying the cycle model's schedule command by command, with each write's payload,
+lane mask and CFR state taken from the schedule (``TimedCommand.payload``, ``mask``, ``cfr``:
+what the host instruction carried, kept in a schedule file too), gives the values the device
+returns in the order the bus carries them: the reference the RTL scoreboard compares against.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .functional import FunctionalModel
-from .isa import Cfr, Command
+from .isa import CFR_RESET, Cfr, Command
 from .schedule import TimedCommand
 
 __all__ = ["Returned", "replay"]
@@ -22,6 +23,8 @@ __all__ = ["Returned", "replay"]
 _RETURNS = frozenset({Command.RD, Command.RDA, Command.RDMAC16, Command.RDAF16})
 #: Conventional accesses whose column a public ``R/W MEM`` line leaves unset.
 _UNADDRESSED_COLUMN = frozenset({Command.RD, Command.WR})
+#: CFR values at reset, by ``Cfr`` id (what an empty ``TimedCommand.cfr`` stands for).
+_RESET = tuple(CFR_RESET[c] for c in Cfr)
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,14 +38,15 @@ class Returned:
 def replay(schedule: Iterable[TimedCommand], model: FunctionalModel) -> list[Returned]:
     """Execute ``schedule`` in cycle order on ``model``; return what each read returned.
 
-    Configuration registers are set, per channel, to the values each command's instruction was
-    decoded under (``W CFR`` lines put nothing on the bus).
+    Configuration registers are set, per channel, to the values each command was issued under
+    (``TimedCommand.cfr``; ``()`` stands for the reset values; ``W CFR`` lines put nothing on
+    the bus). Every write needs its payload (the functional model refuses one without).
     """
     out: list[Returned] = []
     for cmd in sorted(schedule, key=lambda c: (c.cycle, c.channel)):
         if cmd.command == Command.TMOD:
             continue
-        for cfr, value in zip(Cfr, cmd.cfr):  # W CFR lines have no bus command
+        for cfr, value in zip(Cfr, cmd.cfr or _RESET):  # W CFR lines have no bus command
             if model.channels[cmd.channel].cfr[cfr] != value:
                 model.set_cfr(cfr, value, [cmd.channel])
         data = cmd.payload

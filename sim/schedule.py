@@ -1,36 +1,63 @@
 """Timed DRAM command schedules: the record, and its text format.
 
 A schedule is what a controller puts on the command bus: one :class:`TimedCommand` per issued
-command. As text, one command per line::
+command, complete with the data it carries. As text, one command per line::
 
-    cycle channel command [bank row col]
+    cycle channel command [bank row col] [data=HHHH:...:HHHH] [mask=0xMMMM] [cfr=B,E,A] [src=N]
 
-with ``-`` for a field that does not apply (``74 0 ACT16 - 0 -``, ``130 0 MAC16 - 0 3``,
-``45 31 TMOD``). Lines starting with ``#`` and empty lines are skipped. Every problem is reported
-as ``file:line: reason`` by :class:`ScheduleError`.
+with ``-`` for a positional field that does not apply (``74 0 ACT16 - 0 -``,
+``130 0 MAC16 - 0 3``, ``45 31 TMOD``). The ``key=value`` fields follow the positional ones, in
+any order, each at most once, and are left out at their default, so a line without them is
+what it always was:
+
+``data=HHHH:...:HHHH``
+    the 16 bfloat16 words the command writes, as exactly 16 words of 4 hex digits separated by
+    ``:`` (lane 0 first, as the trace format's ``data=``); only on commands that write (WR, WRA,
+    WRGB, WRA16, WRMAC16). Default: no payload (the replay writes zeros).
+``mask=0xMMMM``
+    the write's lane mask, a non-zero 16-bit number (decimal or ``0x`` hex); only on commands
+    that write. Default: all lanes.
+``cfr=B,E,A``
+    the configuration registers the command was issued under, by ``Cfr`` id (BROADCAST,
+    EWMUL_BG, AFM), each in its ``CFR_RANGE``. Default: the reset values (``0,1,0``).
+``src=N``
+    position (0-based) in the program of the host instruction the command came from. Default:
+    unknown.
+
+Lines starting with ``#`` and empty lines are skipped. Every problem is reported as
+``file:line: reason`` by :class:`ScheduleError`; nothing is clamped.
 """
 
 from __future__ import annotations
 
+import gc
 import os
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .device import AF_ROW_BASE, DEVICE, Device
-from .isa import COMMAND_SCOPE, Command, Scope
+from .isa import CFR_RANGE, CFR_RESET, COMMAND_SCOPE, Cfr, Command, Scope
 
 if TYPE_CHECKING:
-    from .controller import Issue, Request
+    from .controller import Issue
 
-__all__ = ["TimedCommand", "ScheduleError", "parse", "read", "format_line", "write", "dumps"]
+__all__ = ["TimedCommand", "ScheduleError", "WRITES", "parse", "read", "format_line", "write",
+           "dumps"]
 
 #: Commands that never appear on a schedule (refresh is not modelled; SYNC/EOC stay in the
 #: controller).
 _NOT_ON_BUS = frozenset({Command.REFab, Command.REFpb, Command.SYNC, Command.EOC})
+#: Commands that write data (and so may carry ``data=`` and ``mask=``).
+WRITES = frozenset({Command.WR, Command.WRA, Command.WRGB, Command.WRA16, Command.WRMAC16})
+_WRITE_IDS = frozenset(int(c) for c in WRITES)
+_LANES = DEVICE.lanes
+#: CFR values at reset, by ``Cfr`` id (what an empty ``TimedCommand.cfr`` stands for).
+_RESET = tuple(CFR_RESET[c] for c in Cfr)
 
 
 class ScheduleError(ValueError):
@@ -43,13 +70,18 @@ class ScheduleError(ValueError):
         self.reason = reason
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class TimedCommand:
-    """One command on one channel's command bus.
+    """One command on one channel's command bus, with the data it carries.
 
-    ``bank`` is -1 for channel-scope commands; ``row`` and ``col`` are -1 where they do not
-    apply. ``request`` links back to the host request (and so to its payload) when the
-    schedule came from the cycle model.
+    Invariants: ``bank`` is -1 for channel-scope commands; ``row`` and ``col`` are -1 where
+    they do not apply. ``payload`` is None or a ``(16,)`` uint16 array (bfloat16 bit patterns)
+    and is set only on a command that writes (:data:`WRITES`); it may be a view of the host
+    instruction's data, not a copy. ``mask`` is None (all lanes) or a non-zero 16-bit lane
+    mask, also only on writes. ``cfr`` is ``()`` (the reset values) or one value per ``Cfr``
+    id. ``source`` is the position in the program of the host instruction, -1 if unknown.
+    Equality compares every field but ``line``, payloads by value and ``()`` equal to the
+    reset CFRs.
     """
 
     cycle: int  # controller clock (0.5 ns)
@@ -58,37 +90,65 @@ class TimedCommand:
     bank: int = -1  # bank index, -1 for channel-scope commands
     row: int = -1  # row address, -1 if none
     col: int = -1  # column address, -1 if none
-    line: int = field(default=0, compare=False)  # source line (0 if not read from a file)
-    request: Request | None = field(default=None, compare=False, repr=False)
+    line: int = 0  # source line (0 if not read from a file); not compared
+    payload: np.ndarray | None = None  # the 16 words it writes, None if none
+    mask: int | None = None  # lane mask of a write, None = all lanes
+    cfr: tuple[int, ...] = ()  # CFR values by Cfr id it was issued under; () = reset values
+    source: int = -1  # position in the program of its host instruction, -1 if unknown
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, TimedCommand):
+            return NotImplemented
+        if (self.cycle, self.channel, self.command, self.bank, self.row, self.col, self.mask,
+                self.source) != (other.cycle, other.channel, other.command, other.bank,
+                                 other.row, other.col, other.mask, other.source):
+            return False
+        if (self.cfr or _RESET) != (other.cfr or _RESET):
+            return False
+        a, b = self.payload, other.payload
+        if a is None or b is None:
+            return a is b
+        return bool(np.array_equal(a, b))
 
     @classmethod
     def of(cls, issue: Issue, channel: int) -> TimedCommand:
         """Return the schedule entry of a controller issue on ``channel``."""
-        return cls(issue.cycle, channel, issue.command, issue.bank, issue.row, issue.col,
-                   request=issue.request)
+        return cls(issue.cycle, channel, issue.command, issue.bank, issue.row, issue.col, 0,
+                   *_carried(issue))
 
-    @property
-    def payload(self) -> np.ndarray | None:
-        """The 16 bfloat16 words this command writes, if its instruction carried data."""
-        req = self.request
-        if req is None or req.ins.data is None or req.final != self.command:
-            return None
+    @classmethod
+    def each(cls, issue: Issue, channels: Sequence[int]) -> list[TimedCommand]:
+        """Return the entries of one issue on each of ``channels`` (data shared, not copied)."""
+        payload, mask, cfr, source = _carried(issue)
+        cycle, command, bank, row, col = (issue.cycle, issue.command, issue.bank, issue.row,
+                                          issue.col)
+        return [cls(cycle, ch, command, bank, row, col, 0, payload, mask, cfr, source)
+                for ch in channels]
+
+
+def _carried(issue: Issue) -> tuple[np.ndarray | None, int | None, tuple[int, ...], int]:
+    """Return (payload, mask, cfr, source) of an issue, from the request it served."""
+    req = issue.request
+    if req is None:
+        return None, None, (), -1
+    if req.final == issue.command and req.final in _WRITE_IDS:
         words = req.ins.data
-        lanes = 16
-        if words.size == lanes:
-            return words
-        return words[req.index * lanes:(req.index + 1) * lanes]
+        if words is not None and words.size != _LANES:
+            words = words[req.index * _LANES:(req.index + 1) * _LANES]
+        return words, req.ins.mask, req.cfr, req.pos
+    return None, None, req.cfr, req.pos
 
-    @property
-    def cfr(self) -> tuple[int, ...]:
-        """The configuration registers (by ``Cfr`` id) its instruction was decoded under."""
-        return () if self.request is None else self.request.cfr
 
-    @property
-    def mask(self) -> int | None:
-        """The lane mask of the write, if its instruction carried one."""
-        req = self.request
-        return None if req is None else req.ins.mask
+# -- reading ---------------------------------------------------------------------------------
+
+_COMMANDS = {c.name: c for c in Command}
+_DATA = re.compile(rf"[0-9a-fA-F]{{4}}(?::[0-9a-fA-F]{{4}}){{{_LANES - 1}}}")
+_KEYS = ("data", "mask", "cfr", "src")
+#: Commands whose bank field must be ``-`` (channel scope), by command; the others need one.
+_CHANNEL_WIDE = {c: COMMAND_SCOPE[c] == Scope.CHANNEL for c in Command}
+_WRITE_NAMES = ", ".join(c.name for c in sorted(WRITES))
 
 
 def _field(token: str, what: str) -> int:
@@ -101,6 +161,71 @@ def _field(token: str, what: str) -> int:
     if value < 0:
         raise ValueError(f"{what} {token!r} is negative")
     return value
+
+
+def _number(text: str, what: str) -> int:
+    """A decimal or ``0x`` hex number (as in traces)."""
+    try:
+        return int(text, 16) if text[:2] in ("0x", "0X") else int(text, 10)
+    except ValueError:
+        raise ValueError(f"{what}={text!r} is not a decimal or 0x-hex number") from None
+
+
+def _payload(text: str) -> np.ndarray:
+    if not _DATA.fullmatch(text):
+        words = text.split(":")
+        if len(words) != _LANES:
+            raise ValueError(f"data= has {len(words)} words, needs {_LANES}")
+        bad = next(w for w in words if not re.fullmatch(r"[0-9a-fA-F]{4}", w))
+        raise ValueError(f"data= word {bad!r} is not 4 hex digits")
+    return np.frombuffer(bytes.fromhex(text.replace(":", "")), dtype=">u2").astype(np.uint16)
+
+
+def _cfr(text: str) -> tuple[int, ...]:
+    values = text.split(",")
+    names = ",".join(c.name for c in Cfr)
+    if len(values) != len(Cfr):
+        raise ValueError(f"cfr= needs {len(Cfr)} values ({names}), got {len(values)}")
+    out = []
+    for c, token in zip(Cfr, values):
+        if not token.isdigit():
+            raise ValueError(f"cfr= {c.name} value {token!r} is not a decimal number")
+        value = int(token)
+        lo, hi = CFR_RANGE[c]
+        if not lo <= value <= hi:
+            raise ValueError(f"cfr= {c.name} value {value} out of range {lo}..{hi}")
+        out.append(value)
+    return tuple(out)
+
+
+def _extend(cmd: TimedCommand, tokens: list[str], first: int, device: Device) -> None:
+    """Set the ``key=value`` fields of ``cmd`` from ``tokens[first:]``."""
+    seen: set[str] = set()
+    for token in tokens[first:]:
+        key, eq, value = token.partition("=")
+        if not eq:
+            raise ValueError(f"positional field {token!r} after key=value fields")
+        if key not in _KEYS:
+            raise ValueError(f"unknown field {key!r} (known: {', '.join(_KEYS)})")
+        if key in seen:
+            raise ValueError(f"{key}= given twice")
+        seen.add(key)
+        if key in ("data", "mask") and cmd.command not in WRITES:
+            raise ValueError(f"{key}= only on commands that write ({_WRITE_NAMES}), "
+                             f"not {cmd.command.name}")
+        if key == "data":
+            cmd.payload = _payload(value)
+        elif key == "mask":
+            mask = _number(value, "mask")
+            if mask == 0 or mask >> device.lanes:
+                raise ValueError(f"mask {value} must be a non-zero {device.lanes}-bit lane mask")
+            cmd.mask = mask
+        elif key == "cfr":
+            cmd.cfr = _cfr(value)
+        else:
+            if not value.isdigit():
+                raise ValueError(f"src={value!r} is not a non-negative decimal number")
+            cmd.source = int(value)
 
 
 def _validate(cmd: TimedCommand, device: Device) -> None:
@@ -124,28 +249,55 @@ def _validate(cmd: TimedCommand, device: Device) -> None:
 
 def parse(lines: Iterable[str], source: str = "<schedule>",
           device: Device = DEVICE) -> Iterator[TimedCommand]:
-    """Yield the commands of a schedule text; raise :class:`ScheduleError` on a bad line."""
-    names = {c.name: c for c in Command}
-    for number, text in enumerate(lines, start=1):
+    """Yield the commands of a schedule text; raise :class:`ScheduleError` on a bad line.
+
+    A line without ``cfr=`` gets the reset values spelled out (``(0, 1, 0)``).
+    """
+    names = _COMMANDS
+    channels, banks, columns, rows = device.channels, device.banks, device.columns, device.rows
+    not_on_bus = _NOT_ON_BUS
+    reset = _RESET
+
+    def number(token: str, what: str) -> int:  # decimal fast path, else _field's rules
+        return int(token) if token.isdecimal() else _field(token, what)
+
+    for line, text in enumerate(lines, start=1):
         tokens = text.split()
-        if not tokens or tokens[0].startswith("#"):
+        if not tokens or tokens[0][0] == "#":
             continue
         try:
-            if len(tokens) not in (3, 6):
-                raise ValueError(f"expected 'cycle channel command [bank row col]', "
-                                 f"got {len(tokens)} fields")
-            if tokens[2] not in names:
+            n = first = len(tokens)
+            if "=" in text:  # key=value fields start at the first token with '='
+                first = 0
+                while "=" not in tokens[first]:
+                    first += 1
+            if first == 6:
+                bank = number(tokens[3], "bank")
+                row = number(tokens[4], "row")
+                col = number(tokens[5], "col")
+            elif first == 3:
+                bank = row = col = -1
+            else:
+                late = next((t for t in tokens[first:] if "=" not in t), None)
+                if late is not None:
+                    raise ValueError(f"positional field {late!r} after key=value fields")
+                raise ValueError(f"expected 'cycle channel command [bank row col] "
+                                 f"[key=value ...]', got {first} positional fields")
+            command = names.get(tokens[2])
+            if command is None:
                 raise ValueError(f"unknown command {tokens[2]!r}")
-            cycle = _field(tokens[0], "cycle")
-            channel = _field(tokens[1], "channel")
+            cycle = number(tokens[0], "cycle")
+            channel = number(tokens[1], "channel")
             if cycle < 0 or channel < 0:
                 raise ValueError("cycle and channel are required")
-            bank, row, col = ((_field(tokens[3], "bank"), _field(tokens[4], "row"),
-                               _field(tokens[5], "col")) if len(tokens) == 6 else (-1, -1, -1))
-            cmd = TimedCommand(cycle, channel, names[tokens[2]], bank, row, col, line=number)
-            _validate(cmd, device)
+            cmd = TimedCommand(cycle, channel, command, bank, row, col, line, None, None, reset)
+            if first < n:
+                _extend(cmd, tokens, first, device)
+            if (command in not_on_bus or channel >= channels or bank >= banks
+                    or col >= columns or row >= rows or (bank < 0) != _CHANNEL_WIDE[command]):
+                _validate(cmd, device)  # says what is wrong (or accepts an AF LUT row)
         except ValueError as error:
-            raise ScheduleError(source, number, str(error)) from None
+            raise ScheduleError(source, line, str(error)) from None
         yield cmd
 
 
@@ -156,26 +308,74 @@ def read(path: str | os.PathLike[str], device: Device = DEVICE) -> list[TimedCom
         text = path.read_text()
     except OSError as error:
         raise ScheduleError(str(path), 0, f"cannot read schedule: {error.strerror}") from None
-    return list(parse(text.splitlines(), str(path), device))
+    enabled = gc.isenabled()
+    gc.disable()  # millions of new commands would make the collector rescan them over and over
+    try:
+        return list(parse(text.splitlines(), str(path), device))
+    finally:
+        if enabled:
+            gc.enable()
+
+
+# -- writing ---------------------------------------------------------------------------------
+
+_NAMES = [c.name for c in sorted(Command)]  # by command value
+
+
+def _lines(schedule: Iterable[TimedCommand]) -> list[str]:
+    """Return the text lines (no newline) of ``schedule``.
+
+    Everything after ``cycle channel`` is formatted once per run of commands that differ only
+    in cycle and channel (one issue of a group of channels), and each payload array once.
+    """
+    names = _NAMES
+    payloads: dict[int, tuple[np.ndarray, str]] = {}  # id -> (the array, kept alive; text)
+    cfrs: dict[tuple[int, ...], str] = {(): "", _RESET: ""}
+    out: list[str] = []
+    append = out.append
+    prev: tuple | None = None
+    prev_payload: np.ndarray | None = None
+    tail = ""
+    for c in schedule:
+        payload = c.payload
+        rest = (c.command, c.bank, c.row, c.col, c.mask, c.cfr, c.source)
+        if rest != prev or payload is not prev_payload:
+            prev, prev_payload = rest, payload
+            command, bank, row, col, mask, cfr, source = rest
+            if bank < 0 and row < 0 and col < 0:
+                tail = f" {names[command]}"
+            else:
+                tail = (f" {names[command]} {'-' if bank < 0 else bank} "
+                        f"{'-' if row < 0 else row} {'-' if col < 0 else col}")
+            if payload is not None:
+                known = payloads.get(id(payload))
+                if known is None or known[0] is not payload:
+                    known = payloads[id(payload)] = (payload, " data=" + np.asarray(
+                        payload, dtype=">u2").tobytes().hex(":", 2))
+                tail += known[1]
+            if mask is not None:
+                tail += f" mask={mask:#06x}"
+            text = cfrs.get(cfr)
+            if text is None:
+                text = cfrs[cfr] = " cfr=" + ",".join(map(str, cfr))
+            tail += text
+            if source >= 0:
+                tail += f" src={source}"
+        append(f"{c.cycle} {c.channel}{tail}")
+    return out
 
 
 def format_line(cmd: TimedCommand) -> str:
-    """Return the text line of one command."""
-    def f(v: int) -> str:
-        return "-" if v < 0 else str(v)
-
-    if cmd.bank < 0 and cmd.row < 0 and cmd.col < 0:
-        return f"{cmd.cycle} {cmd.channel} {cmd.command.name}"
-    return f"{cmd.cycle} {cmd.channel} {cmd.command.name} {f(cmd.bank)} {f(cmd.row)} {f(cmd.col)}"
+    """Return the text line of one command (``key=value`` fields only when not default)."""
+    return _lines([cmd])[0]
 
 
 def dumps(schedule: Iterable[TimedCommand]) -> str:
     """Return a schedule as text."""
-    return "".join(format_line(c) + "\n" for c in schedule)
+    lines = _lines(schedule)
+    return "\n".join(lines) + "\n" if lines else ""
 
 
 def write(path: str | os.PathLike[str], schedule: Iterable[TimedCommand]) -> None:
     """Write a schedule file."""
-    with open(path, "w") as out:
-        for c in schedule:
-            out.write(format_line(c) + "\n")
+    Path(path).write_text(dumps(schedule))

@@ -9,9 +9,14 @@
     waveform to ``FILE``: VCD for a ``.vcd`` name, FST for ``.fst`` (``patton.tb.fst`` finds the
     LZ4 and zlib libraries it links).
 ``patton rtl check SCHEDULE [--rows N] [--json]``
-    Replay a timed schedule (``cycle channel command [bank row col]``) on the RTL with
-    zero payloads and compare the violations the RTL's checker flags with the model's
-    (``patton aim check``). Exit 0 only when both find the schedule legal.
+    Replay a timed schedule (``cycle channel command [bank row col] [data=...] [mask=...]
+    [cfr=...] [src=N]``, ``patton.sim.schedule``) on the RTL with the payloads, lane masks
+    and CFRs it carries (zeros, all lanes and reset CFRs where it carries none) and compare
+    the violations the RTL's checker flags with the model's (``patton aim check``). When
+    every write carries ``data=`` (``patton aim run --schedule`` of a trace with payloads),
+    every read and the final mats are also scored against the functional model's replay of
+    the schedule, as ``rtl run`` does. Exit 0 only when both find the schedule legal (and no
+    value differs).
 
 Commands this RTL version refuses by design (``patton.hw.isa.REJECTED``: EWMUL16, AF16,
 RDAF16, ...) are replayed, must be flagged ``REJECTED`` by the RTL, and are reported as expected
@@ -30,65 +35,36 @@ Verilator build is made once per process and row count (and cached on disk under
 from __future__ import annotations
 
 import argparse
-import contextlib
-import dataclasses
 import json
-import os
-import shutil
 import sys
 import time
-from collections import Counter
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from ..sim import check, schedule as schedule_format, trace as trace_format
 from ..sim.cycle_model import CycleModel
-from ..sim.device import AF_ROW_BASE, DEVICE
-from ..sim.isa import Instruction
-from ..sim.schedule import TimedCommand
+from ..sim.device import DEVICE
+from ..sim.schedule import WRITES
+from .prepare import DEFAULT_ROWS, RowsError, fill_payloads
+from .prepare import check_schedule_rows as _check_schedule_rows
+from .prepare import check_trace_rows as _check_trace_rows
+from .replays import Replay, channels_text as _channels_text, clear_dumps as _clear_dumps
+from .replays import copy_dumps as _copy_dumps, rejected as _rejected
+from .replays import rejection_note as _rejection_note, replay_all as _replay_all
+from .replays import stdout_to_stderr as _stdout_to_stderr
 
 if TYPE_CHECKING:
-    from .player import PlayResult, RtlViolation, SchedulePlayer
-    from .scoreboard import Verdict
+    from .player import SchedulePlayer
 
-__all__ = ["add_parser", "player", "fill_payloads", "RowsError"]
+__all__ = ["add_parser", "player", "fill_payloads", "RowsError", "Replay"]
 
-#: Rows per bank of the RTL build unless ``--rows`` says otherwise (the regression tests' build).
-DEFAULT_ROWS = 64
 #: Violation lines printed per channel group in the human summary.
 _SHOW = 10
 
-#: Waveform formats by file suffix.
-
-_PLAYERS: dict[tuple[int, bool], SchedulePlayer] = {}
-
-
-class RowsError(ValueError):
-    """The trace or schedule addresses a row the RTL build does not have."""
+_PLAYERS: dict[tuple[int, str | None], SchedulePlayer] = {}
 
 
 # -- shared helpers -------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def _stdout_to_stderr() -> Iterator[None]:
-    """Send what the build and simulator print (file descriptor 1) to stderr meanwhile.
-
-    Keeps stdout for the report, so that ``--json`` output stays one parsable object.
-    """
-    sys.stdout.flush()
-    saved = os.dup(1)
-    try:
-        os.dup2(2, 1)
-        yield
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
 
 
 def _wave_format(path: str) -> str:
@@ -106,193 +82,6 @@ def player(rows: int = DEFAULT_ROWS, waves: str | None = None) -> SchedulePlayer
         with _stdout_to_stderr():
             _PLAYERS[key] = SchedulePlayer(ChannelParams(rows=rows), waves=waves)
     return _PLAYERS[key]
-
-
-def fill_payloads(program: Sequence[Instruction], seed: int) -> int:
-    """Give every write without ``data=`` random bfloat16 words; return how many were filled.
-
-    Payloads follow the ``data=`` extension: 16 words per 32 B column, ``opsize`` columns for
-    WR_GB and one column otherwise. Values are normal-distributed floats truncated to bfloat16
-    (no subnormals, infinities or NaNs); an instruction's own payload is kept.
-    """
-    rng = np.random.default_rng(seed)
-    filled = 0
-    for ins in program:
-        if ins.opcode.info.payload is None or ins.data is not None:
-            continue
-        columns = ins.opcode.info.payload or ins.columns
-        values = rng.standard_normal(columns * DEVICE.lanes).astype(np.float32)
-        ins.data = (values.view(np.uint32) >> 16).astype(np.uint16)
-        filled += 1
-    return filled
-
-
-def _suggest(row: int) -> int:
-    """Row count to suggest for a row address: a power of two, at least the default."""
-    return max(DEFAULT_ROWS, 1 << row.bit_length())
-
-
-def _check_trace_rows(program: Sequence[Instruction], rows: int, source: str) -> None:
-    for ins in program:
-        if ins.row is not None and ins.row >= rows:
-            raise RowsError(f"{source}:{ins.line}: {ins.opcode.value} touches row {ins.row}, but "
-                            f"the RTL channel is built with --rows {rows} (rows 0..{rows - 1}); "
-                            f"pass --rows {_suggest(ins.row)} (a new row count is a new "
-                            "Verilator build, about a minute the first time)")
-
-
-def _check_schedule_rows(commands: Sequence[TimedCommand], rows: int, source: str) -> None:
-    for cmd in commands:
-        if rows <= cmd.row < AF_ROW_BASE:
-            raise RowsError(f"{source}:{cmd.line}: {cmd.command.name} addresses row {cmd.row}, "
-                            f"but the RTL channel is built with --rows {rows} "
-                            f"(rows 0..{rows - 1}); pass --rows {_suggest(cmd.row)} (a new row "
-                            "count is a new Verilator build, about a minute the first time)")
-
-
-def _signature(cmds: Sequence[TimedCommand]) -> tuple:
-    """What makes two channels' schedules replay identically (the channel index excepted)."""
-    out = []
-    for c in cmds:
-        payload = c.payload
-        out.append((c.cycle, int(c.command), c.bank, c.row, c.col,
-                    None if payload is None else payload.tobytes(), c.mask, c.cfr))
-    return tuple(out)
-
-
-def _groups(commands: Sequence[TimedCommand]) -> list[list[list[TimedCommand]]]:
-    """Split a schedule by channel and group channels whose schedules are identical.
-
-    Returns a list of groups; each group is a list of per-channel schedules (same commands,
-    different channel index), channels in increasing order.
-    """
-    by_channel: dict[int, list[TimedCommand]] = {}
-    for cmd in commands:
-        by_channel.setdefault(cmd.channel, []).append(cmd)
-    groups: dict[tuple, list[list[TimedCommand]]] = {}
-    for ch in sorted(by_channel):
-        cmds = sorted(by_channel[ch], key=lambda c: c.cycle)  # stable: file order per cycle
-        groups.setdefault(_signature(cmds), []).append(cmds)
-    return list(groups.values())
-
-
-@dataclass(slots=True)
-class Replay:
-    """One distinct channel schedule replayed on the RTL and scored."""
-
-    channels: list[int]  # channels with this schedule
-    commands: int  # commands of one channel's schedule
-    replayed: int  # commands given to the RTL
-    rejected: Counter[str] = field(default_factory=Counter)  # refused by design, by command
-    unflagged: list[TimedCommand] = field(default_factory=list)  # refusals the RTL missed
-    not_replayed: Counter[str] = field(default_factory=Counter)  # AF LUT rows, by command
-    result: PlayResult | None = None
-    verdict: Verdict | None = None
-
-    def summary(self) -> dict:
-        """JSON-ready per-channel details."""
-        r, v = self.result, self.verdict
-        assert r is not None and v is not None
-        return {"channels": self.channels, "commands": self.commands,
-                "replayed_commands": self.replayed, "rtl_cycles": r.cycles,
-                "rtl_seconds": round(r.seconds, 3), "reads": v.reads,
-                "mismatches": v.mismatches + v.mat_mismatches,
-                "read_mismatches": v.mismatches, "mat_words": v.mat_words,
-                "mat_mismatches": v.mat_mismatches, "rtl_violations": v.rtl_violations,
-                "model_violations": v.model_violations, "agree": v.agree,
-                "rejected": dict(self.rejected), "rejections_not_flagged": len(self.unflagged),
-                "not_replayed": dict(self.not_replayed),
-                "rtl_list": [_rtl_text(x) for x in r.violations],
-                "model_only": sorted(v.model_timing - v.rtl_timing),
-                "rtl_only": sorted(v.rtl_timing - v.model_timing),
-                "model_only_protocol": sorted(v.model_protocol - v.rtl_protocol),
-                "rtl_only_protocol": sorted(v.rtl_protocol - v.model_protocol)}
-
-
-def _replay(play: SchedulePlayer, group: list[list[TimedCommand]], name: str,
-            values: bool) -> Replay:
-    """Replay the first schedule of a channel group on the RTL and score it."""
-    from ..hw.isa import REJECTED, ProtocolCode
-    from .player import PlayResult
-    from .scoreboard import score
-
-    cmds = group[0]
-    to_rtl = [c for c in cmds if c.row < AF_ROW_BASE]
-    out = Replay([g[0].channel for g in group], len(cmds), len(to_rtl))
-    out.not_replayed.update(c.command.name for c in cmds if c.row >= AF_ROW_BASE)
-    refused = [c for c in to_rtl if c.command in REJECTED]
-    out.rejected.update(c.command.name for c in refused)
-    if to_rtl:
-        with _stdout_to_stderr():
-            result = play.play(to_rtl, name)
-    else:
-        result = PlayResult()
-    by_cycle = {c.cycle: c for c in refused}
-    expected = {v.cycle for v in result.violations if v.cycle in by_cycle
-                and v.protocol == ProtocolCode.REJECTED.value and not v.rules}
-    out.unflagged = [c for c in refused if c.cycle not in expected]
-    kept = [v for v in result.violations if v.cycle not in expected]
-    scored = dataclasses.replace(result, violations=kept)
-    model_view = [c for c in to_rtl if c.command not in REJECTED]
-    out.result = scored
-    out.verdict = score(model_view, scored, values=values)
-    return out
-
-
-def _rtl_text(v: RtlViolation) -> str:
-    from ..hw.isa import ProtocolCode
-
-    parts = [f"cycle {v.cycle} {v.command.name}"]
-    if v.rules:
-        parts.append("rules " + ",".join(str(r) for r in sorted(v.rules)))
-    if v.protocol:
-        parts.append(f"protocol {ProtocolCode(v.protocol).name}")
-    return ": ".join(parts)
-
-
-def _replay_all(play: SchedulePlayer, commands: Sequence[TimedCommand], prefix: str,
-                values: bool) -> list[Replay]:
-    return [_replay(play, group, f"{prefix}-ch{group[0][0].channel}", values)
-            for group in _groups(commands)]
-
-
-def _rejected(replays: Sequence[Replay]) -> dict[str, int]:
-    """Commands refused by design over all channels, by command name."""
-    out: Counter[str] = Counter()
-    for r in replays:
-        for name, n in r.rejected.items():
-            out[name] += n * len(r.channels)
-    return dict(sorted(out.items()))
-
-
-def _rejection_note(replays: Sequence[Replay]) -> list[str]:
-    """Human lines about commands refused by design, not replayed, or not supported."""
-    rejected = _rejected(replays)
-    skipped: Counter[str] = Counter()
-    for r in replays:
-        for name, n in r.not_replayed.items():
-            skipped[name] += n * len(r.channels)
-    lines = []
-    if rejected:
-        lines.append("note       expected protocol rejections (this RTL version does not "
-                     "implement them): " + ", ".join(f"{k} {v}" for k, v in
-                                                     sorted(rejected.items())))
-    if skipped:
-        lines.append("note       not replayed (activation-function LUT rows do not exist in "
-                     "the RTL): " + ", ".join(f"{k} {v}" for k, v in sorted(skipped.items())))
-    unflagged = sum(len(r.unflagged) * len(r.channels) for r in replays)
-    if unflagged:
-        lines.append(f"FAIL       {unflagged} command(s) the RTL should refuse were not "
-                     "flagged REJECTED")
-    return lines
-
-
-def _channels_text(channels: list[int]) -> str:
-    if len(channels) == 1:
-        return f"ch {channels[0]}"
-    if channels == list(range(channels[0], channels[-1] + 1)):
-        return f"ch {channels[0]}-{channels[-1]}"
-    return "ch " + ",".join(map(str, channels))
 
 
 def _emit(report: dict) -> None:
@@ -407,37 +196,6 @@ def _run(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
-def _run_dir(name: str) -> Path:
-    """Where :meth:`SchedulePlayer.play` runs a replay called ``name`` in this process."""
-    from .toolchain import BUILD_ROOT
-
-    return BUILD_ROOT / "runs" / f"{name}-{os.getpid()}"
-
-
-def _clear_dumps(commands: Sequence[TimedCommand], prefix: str) -> None:
-    for ch in {c.channel for c in commands}:
-        for old in _run_dir(f"{prefix}-ch{ch}").glob("dump.*"):
-            old.unlink()
-
-
-def _copy_dumps(replays: Sequence[Replay], prefix: str, target: Path) -> list[str]:
-    """Copy each replay's waveform to ``target`` (suffixed by channel if there are several)."""
-    out = []
-    for r in replays:
-        found = sorted(_run_dir(f"{prefix}-ch{r.channels[0]}").glob("dump.*"))
-        if not found:
-            raise RuntimeError("the waves build wrote no dump (expected dump.vcd or dump.fst "
-                               f"in {_run_dir(prefix + '-ch' + str(r.channels[0]))}); the "
-                               "cocotb/Verilator tracing path did not produce a waveform")
-        dump = found[0]
-        path = target if len(replays) == 1 else target.with_name(
-            f"{target.stem}.ch{r.channels[0]}{target.suffix}")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(dump, path)
-        out.append(str(path))
-    return out
-
-
 # -- patton rtl check ------------------------------------------------------------------------
 
 
@@ -459,16 +217,27 @@ def _check(args: argparse.Namespace) -> int:
         if (cmd.channel, cmd.cycle) not in seen:
             seen.add((cmd.channel, cmd.cycle))
             replayable.append(cmd)
+    # Values can be scored only with every write's data (the functional model needs it).
+    values = all(c.payload is not None for c in commands if c.command in WRITES)
     play = player(args.rows)
-    replays = _replay_all(play, replayable, "rtl-check", values=False)
+    replays = _replay_all(play, replayable, "rtl-check", values=values)
     seconds = time.perf_counter() - started
     rtl_violations = sum(r.verdict.rtl_violations * len(r.channels) for r in replays)
     unflagged = sum(len(r.unflagged) * len(r.channels) for r in replays)
     agree = all(r.verdict.agree for r in replays)
-    ok = not (rtl_violations or model_violations or unflagged)
+    reads = sum(r.verdict.reads * len(r.channels) for r in replays)
+    read_mismatches = sum(r.verdict.mismatches * len(r.channels) for r in replays)
+    mat_mismatches = sum(r.verdict.mat_mismatches * len(r.channels) for r in replays)
+    mismatches = read_mismatches + mat_mismatches
+    ok = not (rtl_violations or model_violations or unflagged or mismatches)
     report = {
         "schedule": str(args.schedule), "rows": args.rows, "commands": len(commands),
         "bus_conflicts": len(bus),
+        "values": values,
+        "reads": reads,
+        "mismatches": mismatches,
+        "read_mismatches": read_mismatches,
+        "mat_mismatches": mat_mismatches,
         "replays": len(replays),
         "replayed_commands": sum(r.replayed for r in replays),
         "cycles": max((r.result.cycles for r in replays), default=0),
@@ -498,6 +267,11 @@ def _check(args: argparse.Namespace) -> int:
     for r in replays:
         for line in r.summary()["rtl_list"][:_SHOW]:
             print(f"  {_channels_text(r.channels)}: {line}")
+    if values:
+        print(f"values     {reads} reads compared, {read_mismatches} mismatch(es); "
+              f"{mat_mismatches} mat word(s) differ")
+    else:
+        print("values     not scored (some writes carry no data=)")
     if bus:
         print(f"           (the RTL replayed the schedule without the {len(bus)} second "
               "command(s) of a cycle; the model finds "
@@ -526,10 +300,12 @@ _RUN_HELP = (
     "refused by this RTL version by design and reported as expected rejections. Exit 1 on a "
     "mismatch or an unexpected violation, 2 on a bad trace or a row beyond --rows.")
 _CHECK_HELP = (
-    "Replay a timed schedule ('cycle channel command [bank row col]', any channels) on the RTL "
-    "channel with zero payloads and compare the violations its checker flags with the model's "
-    "(patton aim check). Same-cycle commands are bus conflicts: the RTL replays the first of "
-    "each cycle. Exit 0 only when both find the schedule legal, 2 on a bad line.")
+    "Replay a timed schedule ('cycle channel command [bank row col] [data=...] [mask=...] "
+    "[cfr=...] [src=N]', any channels) on the RTL channel with the payloads and CFRs it "
+    "carries and compare the violations its checker flags with the model's (patton aim "
+    "check); when every write carries data=, reads and mats are scored against the "
+    "functional model too. Same-cycle commands are bus conflicts: the RTL replays the first "
+    "of each cycle. Exit 0 only when both find the schedule legal, 2 on a bad line.")
 
 
 def _rows(text: str) -> int:
@@ -561,7 +337,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     run.set_defaults(func=_run)
     chk = verbs.add_parser("check", help="replay a schedule on the RTL; compare both checkers",
                            description=_CHECK_HELP)
-    chk.add_argument("schedule", help="schedule file: 'cycle channel command [bank row col]'")
+    chk.add_argument("schedule", help="schedule file: 'cycle channel command [bank row col] "
+                                      "[key=value ...]'")
     chk.add_argument("--rows", type=_rows, default=DEFAULT_ROWS,
                      help=f"rows per bank of the RTL build (default {DEFAULT_ROWS})")
     chk.add_argument("--json", action="store_true", help="print one JSON object")

@@ -1,21 +1,39 @@
-// Schedule player: the testbench top that replays a timed command schedule into one AiM
-// channel at exactly its cycles, without a Python wake-up per command.
+// Schedule player: the testbench top that replays timed command schedules into one AiM channel
+// at exactly their cycles, without a Python wake-up per command. It can stay alive across
+// schedules: the stream is cut into segments, and the channel (mats, open rows, accumulators,
+// global buffer, register mode) keeps its state from one segment to the next.
 //
-// +SCHEDULE=<file>  one command per line, "<cycle> <mask> <data> <head>" in hex, cycles
-//                   ascending, at most one command per cycle. The packed command (the packing
-//                   is patton.hw.isa.command_layout) is {mask, data, head}: head holds the
-//                   fields below the payload (valid, command, bank, row, col, broadcast).
-//                   Split this way, a command without payload is a short line, which the
-//                   simulator parses faster.
-// +RESULTS=<file>   written here: "R <cycle> <packed read data>" for every returned read (RD
-//                   data from `rdata`, RDMAC16 data from `rdata_mac`; when both return in one
-//                   cycle, the RD, which was issued first, is written first) and
-//                   "V <cycle> <packed violation>" for every flagged command, in hex; then
-//                   "E <cycle> <violation counter>" when the schedule and its reads are done.
-// +DRAIN=<cycles>   cycles to run after the last command (longest read latency + margin).
+// +SCHEDULE=<file>  the schedule stream, one line each (read one line ahead, $fgets + $sscanf):
+//                   "<cycle> <mask> <data> <head>"  a command, in hex; cycles strictly ascending
+//                       over the whole stream (one command per cycle). The packed command (the
+//                       packing is patton.hw.isa.command_layout) is {mask, data, head}: head
+//                       holds the fields below the payload (valid, command, bank, row, col,
+//                       broadcast). Split this way, a command without payload is a short line.
+//                   "S <drain>"  end of a segment (decimal): run <drain> more cycles (the
+//                       longest read latency plus margin), write the end line, flush the
+//                       results and read on.
+//                   "M"  dump the mats now (between segments): every patton_mat writes its
+//                       non-zero words to +MATS (hw/mat.py), then "M <cycle>" is written and
+//                       flushed; read on.
+//                   "Q"  quit: close the files, raise `done`.
+//                   end of file: as "S +DRAIN" then "Q" (a one-shot schedule file needs no
+//                       control lines); with +FOLLOW, end of file means "nothing yet": the
+//                       player idles and reads again next cycle (a regular file another
+//                       process appends to).
+//                   The stream may be a named pipe: a blocking $fgets simply pauses the
+//                   simulation until the writer sends the next segment.
+// +RESULTS=<file>   written here (hex): "H <cycle>" once, when the files are open; "R <cycle>
+//                   <packed read data>" for every returned read (RD data from `rdata`, RDMAC16
+//                   data from `rdata_mac`; when both return in one cycle, the RD, which was
+//                   issued first, is written first); "V <cycle> <packed violation>" for every
+//                   flagged command; "E <cycle> <violation counter>" at each segment end (the
+//                   counter is the channel's sticky count since reset); "M <cycle>" after a mat
+//                   dump. Flushed at every "H", "E" and "M".
+// +DRAIN=<cycles>   the drain of the implicit segment end at end of file (default 64).
 //
-// The simulator runs freely; `done` rises when the results file is complete. `clk` and `done`
-// are the only signals cocotb touches, and the only public ones: tb/player.py builds with
+// The simulator runs freely; `done` rises when the results file is complete, and `segments`
+// counts the end lines written (a cocotb test can await it). `clk`, `done` and `segments` are
+// the only signals cocotb touches, and the only public ones: tb/player.py builds with
 // --no-public-flat-rw, which lets Verilator optimise everything else.
 module patton_player #(
     parameter HEAD_BITS = 36,
@@ -24,8 +42,9 @@ module patton_player #(
     parameter READ_BITS = 262,
     parameter VIOLATION_BITS = 122
 ) (
-    input  wire clk  /*verilator public_flat_rw*/,
-    output reg  done /*verilator public_flat_rw*/
+    input  wire        clk      /*verilator public_flat_rw*/,
+    output reg         done     /*verilator public_flat_rw*/,
+    output reg  [31:0] segments /*verilator public_flat_rw*/
 );
     localparam CMD_BITS = HEAD_BITS + DATA_BITS + MASK_BITS;
     reg rst = 1'b1;
@@ -43,37 +62,68 @@ module patton_player #(
         .violations(violations), .cycle(cycle), .reg_mode(reg_mode)
     );
 
-    integer schedule_file, results_file, drain, left;
+    integer schedule_file, results_file, drain, left, dump_left, fields;
     reg [63:0] next_cycle;
     reg [HEAD_BITS-1:0] next_head;
     reg [DATA_BITS-1:0] next_data;
     reg [MASK_BITS-1:0] next_mask;
     wire [CMD_BITS-1:0] next_cmd = {next_mask, next_data, next_head};
-    reg have;
+    reg have;      // a command is pending (at next_cycle)
+    reg ending;    // a segment end was read: drain `left` cycles, then write the end line
+    reg quitting;  // finish after the end line
+    reg quit_now;  // finish now
+    reg waiting;   // +FOLLOW and at end of file: read again next cycle
+    reg follow;
     reg [1023:0] schedule_path, results_path;
 
-    // Read the next schedule line. A whole line, then parsed from the string: $fscanf on the
-    // file peeks (and puts back) every character through the locked C stream, at twice the
-    // cost of a line read plus $sscanf.
+    // Read the stream until there is something to do: a command, a segment end, a dump, quit.
+    // A whole line, then parsed from the string: $fscanf on the file peeks (and puts back)
+    // every character through the locked C stream, at twice the cost of $fgets plus $sscanf.
     string line;
     task automatic read_next;
         have = 1'b0;
-        if ($fgets(line, schedule_file) != 0)
-            have = ($sscanf(line, "%h %h %h %h", next_cycle, next_mask, next_data, next_head)
-                    == 4);
+        waiting = 1'b0;
+        if ($fgets(line, schedule_file) == 0) begin
+            if (follow) begin
+                waiting = 1'b1;
+                fields = $fseek(schedule_file, 0, 1);  // clears end of file
+            end else begin
+                ending = 1'b1;
+                quitting = 1'b1;
+                left = drain;
+            end
+        end else if (line.getc(0) == "S") begin
+            ending = 1'b1;
+            if ($sscanf(line, "S %d", left) != 1) $fatal(1, "player: bad segment end %s", line);
+        end else if (line.getc(0) == "M") begin
+            dump_left = 3;
+        end else if (line.getc(0) == "Q") begin
+            quit_now = 1'b1;
+        end else begin
+            fields = $sscanf(line, "%h %h %h %h", next_cycle, next_mask, next_data, next_head);
+            if (fields != 4) $fatal(1, "player: unreadable schedule line %s", line);
+            have = 1'b1;
+        end
     endtask
 
     initial begin
         done = 1'b0;
+        segments = 32'd0;
+        ending = 1'b0;
+        quitting = 1'b0;
+        quit_now = 1'b0;
+        dump_left = 0;
         if (!$value$plusargs("SCHEDULE=%s", schedule_path)) $fatal(1, "player: no +SCHEDULE");
         if (!$value$plusargs("RESULTS=%s", results_path)) $fatal(1, "player: no +RESULTS");
         if (!$value$plusargs("DRAIN=%d", drain)) drain = 64;
+        follow = $test$plusargs("FOLLOW");
         schedule_file = $fopen(schedule_path, "r");
         if (schedule_file == 0) $fatal(1, "player: cannot open the schedule");
         results_file = $fopen(results_path, "w");
         if (results_file == 0) $fatal(1, "player: cannot open the results file");
+        $fwrite(results_file, "H %h\n", 0);
+        $fflush(results_file);
         read_next();
-        left = drain;
     end
 
     // The command for this cycle, if the schedule has one (valid is bit 0 of the packing).
@@ -95,17 +145,41 @@ module patton_player #(
             if (violation[0])
                 $fwrite(results_file, "V %h %h\n", cycle, violation);
             if (have && next_cycle < {32'd0, cycle})
-                $fatal(1, "player: schedule cycles must strictly increase");
-            if (have && next_cycle == {32'd0, cycle}) begin
-                read_next();
-            end else if (!have) begin
+                $fatal(1, "player: schedule cycle %0d is not after cycle %0d (cycles must strictly increase)",
+                       next_cycle, cycle);
+            if (have) begin
+                if (next_cycle == {32'd0, cycle}) read_next();
+            end else if (ending) begin
                 left = left - 1;
-                if (left == 0) begin
+                if (left <= 0) begin
+                    ending = 1'b0;
                     $fwrite(results_file, "E %h %h\n", cycle, violations);
-                    $fclose(results_file);
-                    $fclose(schedule_file);
-                    done <= 1'b1;
+                    $fflush(results_file);
+                    segments <= segments + 32'd1;
+                    if (quitting) begin
+                        $fclose(results_file);
+                        $fclose(schedule_file);
+                        done <= 1'b1;
+                    end else begin
+                        read_next();
+                    end
                 end
+            end else if (dump_left > 0) begin
+                // Cycle 1: bump the request (the mats see it at the next edge, whatever the
+                // order of the always blocks); cycle 3: every mat has written its words.
+                if (dump_left == 3) patton_mat_dump::request <= patton_mat_dump::request + 1;
+                dump_left = dump_left - 1;
+                if (dump_left == 0) begin
+                    $fwrite(results_file, "M %h\n", cycle);
+                    $fflush(results_file);
+                    read_next();
+                end
+            end else if (quit_now) begin
+                $fclose(results_file);
+                $fclose(schedule_file);
+                done <= 1'b1;
+            end else if (waiting) begin
+                read_next();
             end
         end
     end

@@ -13,20 +13,20 @@ Checks: the set of (cycle, timing rule) the RTL flagged must equal the set
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..sim.check import verify
+from ..sim.check import Violation, verify
 from ..sim.device import AF_ROW_BASE, DEVICE, Device
 from ..sim.functional import FunctionalModel
 from ..sim.replay import replay
 from ..sim.schedule import TimedCommand
 from ..sim.timing import TIMING
-from .player import PlayResult
+from .monitor import PlayResult, RtlRead
 
-__all__ = ["Verdict", "score"]
+__all__ = ["Verdict", "score", "Scoreboard", "Discrepancy", "ScoreboardError"]
 
 
 @dataclass(slots=True)
@@ -108,3 +108,203 @@ def _compare_mats(model: dict[int, np.ndarray],
     zero = np.zeros(lanes, dtype=np.uint16)
     differ = sum(not np.array_equal(want.get(k, zero), rtl.get(k, zero)) for k in keys)
     return len(keys), differ
+
+
+# -- the scoreboard of a live session ------------------------------------------------------------
+
+
+def words_text(data: np.ndarray | None) -> str:
+    """Bit patterns as text: 16 words of 4 hex digits, ``:``-separated (``-`` for none)."""
+    if data is None:
+        return "-"
+    return ":".join(f"{int(w):04x}" for w in np.asarray(data).ravel())
+
+
+def command_text(cmd: TimedCommand, opcode: str | None = None) -> str:
+    """A schedule command in words, with the program instruction it came from."""
+    where = " ".join(f"{k} {v}" for k, v in (("bank", cmd.bank), ("row", cmd.row),
+                                               ("col", cmd.col)) if v >= 0)
+    text = cmd.command.name + (f" {where}" if where else "")
+    if cmd.source >= 0:
+        text += f" (instruction {cmd.source}{' ' + opcode if opcode else ''})"
+    return text
+
+
+@dataclass(frozen=True, slots=True)
+class Discrepancy:
+    """One difference between the RTL and the models, located.
+
+    ``kind``: ``"value"`` (a read's data differs), ``"missing"`` (a read the schedule issued
+    did not come back), ``"unexpected"`` (a read came back that the schedule did not issue),
+    ``"violation"`` (the RTL's checker flagged a command), ``"checker"`` (the RTL's checker
+    and ``verify`` disagree on a command), ``"mat"`` (a mat word differs), ``"dropped"`` (an
+    instruction's commands are missing from the schedule). ``program`` counts
+    the programs (segments) of the session from 1; ``cycle`` is in the program's own cycles.
+    """
+
+    kind: str
+    program: int  # program number in the session, from 1
+    channel: int  # channel
+    cycle: int  # cycle of the command (program-relative); -1 for a mat word
+    command: str  # the command (and instruction) in words
+    expected: str  # what the models say
+    actual: str  # what the RTL did
+
+    def __str__(self) -> str:
+        at = f" cycle {self.cycle}" if self.cycle >= 0 else ""
+        return (f"program {self.program} ch {self.channel}{at} {self.command}: {self.kind}: "
+                f"expected {self.expected}, RTL {self.actual}")
+
+
+class ScoreboardError(AssertionError):
+    """A strict scoreboard found discrepancies (``.found`` lists them)."""
+
+    def __init__(self, found: Sequence[Discrepancy]) -> None:
+        shown = "\n  ".join(str(d) for d in found[:10])
+        more = f"\n  ... and {len(found) - 10} more" if len(found) > 10 else ""
+        super().__init__(f"the RTL disagrees with the models ({len(found)} discrepancies):\n  "
+                         f"{shown}{more}")
+        self.found = list(found)
+
+
+class Scoreboard:
+    """Compares the RTL with the models across a session and counts what differs.
+
+    Every method records :class:`Discrepancy` entries (the first ``keep`` are kept in
+    :attr:`found`, all are counted); :meth:`settle` raises :class:`ScoreboardError` with
+    those of the current program when ``strict``.
+
+    Args:
+        strict: raise at :meth:`settle` when the program just compared has a discrepancy.
+        keep: discrepancies kept for reporting.
+    """
+
+    def __init__(self, strict: bool = False, keep: int = 1000) -> None:
+        self.strict = strict
+        self.keep = keep
+        self.found: list[Discrepancy] = []
+        self.reads = 0  # reads compared
+        self.mismatches = 0  # reads that differ, are missing or unexpected
+        self.violations = 0  # commands the RTL flagged
+        self.model_violations = 0  # commands verify flagged
+        self.disagreements = 0  # commands the two checkers judge differently
+        self.mat_words = 0  # mat words compared
+        self.mat_mismatches = 0  # of those, words that differ
+        self.dropped = 0  # commands the schedule lacks (see RtlExecutor)
+        self._pending: list[Discrepancy] = []
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing differed and nothing was flagged."""
+        return not (self.mismatches or self.violations or self.model_violations
+                    or self.disagreements or self.mat_mismatches or self.dropped)
+
+    def record(self, found: Discrepancy) -> None:
+        """Record one discrepancy."""
+        if len(self.found) < self.keep:
+            self.found.append(found)
+        self._pending.append(found)
+
+    def compare(self, expected: Sequence[tuple[TimedCommand, np.ndarray, str]],
+                got: Sequence[RtlRead], program: int, channel: int) -> list[int]:
+        """Compare one channel's returned reads with the expected ones.
+
+        ``expected``: ``(read command, expected data, instruction opcode)`` per read the
+        schedule issued. Reads are paired by issue cycle and command (the port takes one
+        command per cycle). Returns, per expected read, the index in ``got`` of its RTL read
+        (-1: missing).
+        """
+        by_issue = {(r.issued, r.command): i for i, r in enumerate(got)}
+        paired: list[int] = []
+        for cmd, want, opcode in expected:
+            self.reads += 1
+            i = by_issue.pop((cmd.cycle, cmd.command), -1)
+            paired.append(i)
+            if i < 0:
+                self.mismatches += 1
+                self.record(Discrepancy("missing", program, channel, cmd.cycle,
+                                        command_text(cmd, opcode), words_text(want),
+                                        "no read returned"))
+            elif not np.array_equal(got[i].data, want):
+                self.mismatches += 1
+                self.record(Discrepancy("value", program, channel, cmd.cycle,
+                                        command_text(cmd, opcode), words_text(want),
+                                        words_text(got[i].data)))
+        for (issued, command), i in sorted(by_issue.items()):
+            self.reads += 1
+            self.mismatches += 1
+            self.record(Discrepancy("unexpected", program, channel, issued, command.name,
+                                    "no read", words_text(got[i].data)))
+        return paired
+
+    def check(self, schedule: Sequence[TimedCommand], result: PlayResult,
+              found: Sequence[Violation], program: int, channel: int) -> None:
+        """Compare the RTL checker's flags (``result.violations``) with ``verify``'s
+        (``found``, for ``schedule``)."""
+        from ..hw.isa import ProtocolCode
+
+        rtl: dict[int, tuple[frozenset[int], bool, str]] = {}
+        for v in result.violations:
+            protocol = ProtocolCode(v.protocol).name if v.protocol else ""
+            rtl[v.cycle] = (v.rules, bool(v.protocol), protocol)
+        model: dict[int, tuple[set[int], bool]] = {}
+        for v in found:
+            if v.kind == "bus":
+                continue
+            rules, protocol = model.get(v.cycle, (set(), False))
+            if v.kind == "timing":
+                rules.add(v.rule)
+            model[v.cycle] = (rules, protocol or v.kind == "protocol")
+        self.violations += len(rtl)
+        self.model_violations += len(model)
+        at = {c.cycle: c for c in schedule}
+        for cycle in sorted(rtl.keys() | model.keys()):
+            got = rtl.get(cycle, (frozenset(), False, ""))
+            want = model.get(cycle, (set(), False))
+            cmd = at.get(cycle)
+            what = command_text(cmd) if cmd is not None else "(no command)"
+            actual = _flags(got[0], got[1], got[2])
+            expected = _flags(want[0], want[1], "")
+            agree = set(got[0]) == want[0] and got[1] == want[1]
+            if not agree:
+                self.disagreements += 1
+            self.record(Discrepancy("violation" if agree else "checker", program, channel,
+                                    cycle, what, expected, actual))
+
+    def mats(self, expected: dict[tuple[int, int, int], np.ndarray],
+             got: dict[tuple[int, int, int], np.ndarray], program: int, channel: int,
+             lanes: int = DEVICE.lanes) -> None:
+        """Compare mat contents (non-zero words by (bank, row, column) on either side)."""
+        zero = np.zeros(lanes, dtype=np.uint16)
+        for key in sorted(expected.keys() | got.keys()):
+            self.mat_words += 1
+            want, have = expected.get(key, zero), got.get(key, zero)
+            if not np.array_equal(want, have):
+                self.mat_mismatches += 1
+                bank, row, col = key
+                self.record(Discrepancy("mat", program, channel, -1,
+                                        f"mat word bank {bank} row {row} col {col}",
+                                        words_text(want), words_text(have)))
+
+    def settle(self) -> list[Discrepancy]:
+        """End the current program: return its discrepancies; raise if ``strict``."""
+        found, self._pending = self._pending, []
+        if found and self.strict:
+            raise ScoreboardError(found)
+        return found
+
+    def summary(self) -> dict[str, int]:
+        """The counters, JSON-ready."""
+        return {"reads": self.reads, "mismatches": self.mismatches,
+                "violations": self.violations, "model_violations": self.model_violations,
+                "disagreements": self.disagreements, "mat_words": self.mat_words,
+                "mat_mismatches": self.mat_mismatches, "dropped": self.dropped}
+
+
+def _flags(rules: Iterable[int], protocol: bool, name: str) -> str:
+    parts = []
+    if rules:
+        parts.append("rules " + ",".join(str(r) for r in sorted(rules)))
+    if protocol:
+        parts.append(f"protocol {name}".strip())
+    return "; ".join(parts) if parts else "legal"

@@ -24,7 +24,7 @@ def test_aim_run_schedule_then_check(traces_dir, tmp_path, capsys):
     out = tmp_path / "s.sched"
     assert main(["aim", "run", str(traces_dir / "all_isr.trace"), "--schedule", str(out)]) == 0
     lines = out.read_text().splitlines()
-    assert len(lines) == 164 and lines[0] == "1 0 ACT 2 8 -"
+    assert len(lines) == 164 and lines[0] == "1 0 ACT 2 8 - src=0"
     capsys.readouterr()
     assert main(["aim", "check", str(out), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["violations"] == 0

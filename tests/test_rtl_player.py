@@ -10,7 +10,6 @@ under build/ (a few minutes the first time).
 from __future__ import annotations
 
 import dataclasses
-import types
 
 import numpy as np
 import pytest
@@ -120,9 +119,7 @@ def test_random_broadcast_programs_are_bit_exact_and_legal(player, seed):
 def _entry(cycle: int, command: Command, bank: int = -1, row: int = -1, col: int = -1,
            words: np.ndarray | None = None) -> TimedCommand:
     """Return a hand-written schedule entry (``words``: its write payload)."""
-    ins = types.SimpleNamespace(data=words, mask=None)
-    request = types.SimpleNamespace(ins=ins, final=command, index=0, cfr=(0, 1, 0))
-    return TimedCommand(cycle, 0, command, bank, row, col, request=request)
+    return TimedCommand(cycle, 0, command, bank, row, col, payload=words, cfr=(0, 1, 0))
 
 
 def test_rd_and_rdmac16_returning_together_are_both_bit_exact(player):

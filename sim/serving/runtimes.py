@@ -349,15 +349,8 @@ class Attached:
 
 
 def _room(rt: Runtime, request: int) -> int:
-    """Blocks ``request`` could bind now: its open O2K/O2V plus whole free Order-2 granules.
-
-    ``Runtime`` answers this for a new request only (``free_blocks``); the per-request query
-    is the allocator's (asked for as ``Runtime.free_blocks_for``).
-    """
-    query = getattr(rt, "free_blocks_for", None)
-    if query is not None:
-        return query(request)
-    return rt.alloc.free_blocks_for(request)
+    """Blocks ``request`` could bind now: its open O2K/O2V plus whole free Order-2 granules."""
+    return rt.free_blocks_for(request)
 
 
 def attach(variant: str, model: ModelSpec, *, num_blocks: int | None = None,

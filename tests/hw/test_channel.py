@@ -6,7 +6,7 @@ Values are compared bit-exactly with :func:`patton.sim.replay.replay` on the fun
 
 from __future__ import annotations
 
-import types
+import dataclasses
 
 import numpy as np
 import pytest
@@ -244,8 +244,7 @@ def _moved(schedule: list[TimedCommand], index: int, earlier: int) -> list[Timed
     taken = {c.cycle for i, c in enumerate(schedule) if i != index}
     if cycle < 0 or cycle in taken:
         return None
-    moved = TimedCommand(cycle, cmd.channel, cmd.command, cmd.bank, cmd.row, cmd.col,
-                         request=cmd.request)
+    moved = dataclasses.replace(cmd, cycle=cycle)
     return sorted([c for i, c in enumerate(schedule) if i != index] + [moved],
                   key=lambda c: c.cycle)
 
@@ -259,8 +258,7 @@ def _squeezed(schedule: list[TimedCommand], factor: float) -> list[TimedCommand]
     out, last = [], -1
     for c in schedule:
         last = max(int(c.cycle * factor), last + 1)
-        out.append(TimedCommand(last, c.channel, c.command, c.bank, c.row, c.col,
-                                request=c.request))
+        out.append(dataclasses.replace(c, cycle=last))
     return out
 
 
@@ -362,11 +360,8 @@ def test_mutated_schedules_match_verify(small_runs):
 
 def _cmd(cycle, command, bank=-1, row=-1, col=-1, words=None) -> TimedCommand:
     """Return a hand-written schedule entry (``words``: its write payload)."""
-    request = None
-    if words is not None:
-        ins = types.SimpleNamespace(data=np.asarray(words, dtype=np.uint16), mask=None)
-        request = types.SimpleNamespace(ins=ins, final=command, index=0, cfr=())
-    return TimedCommand(cycle, 0, command, bank, row, col, request=request)
+    payload = None if words is None else np.asarray(words, dtype=np.uint16)
+    return TimedCommand(cycle, 0, command, bank, row, col, payload=payload)
 
 
 _C = Command

@@ -11,7 +11,7 @@ is not open on the row is refused with ``PARTNER``, as the functional model rais
 
 from __future__ import annotations
 
-import types
+import dataclasses
 
 import numpy as np
 import pytest
@@ -37,11 +37,9 @@ def _cmd(command: Command, bank: int = -1, row: int = -1, col: int = -1, words=N
     """Return a schedule entry (cycle set later) issued under CFR BROADCAST = ``broadcast``."""
     cfr = dict(CFR_RESET)
     cfr[Cfr.BROADCAST] = broadcast
-    ins = types.SimpleNamespace(data=None if words is None else np.asarray(words, np.uint16),
-                                mask=None)
-    request = types.SimpleNamespace(ins=ins, final=command, index=0,
-                                    cfr=tuple(cfr[c] for c in Cfr))
-    return TimedCommand(0, 0, command, bank, row, col, request=request)
+    return TimedCommand(0, 0, command, bank, row, col,
+                        payload=None if words is None else np.asarray(words, np.uint16),
+                        cfr=tuple(cfr[c] for c in Cfr))
 
 
 def timed(commands: list[TimedCommand]) -> list[TimedCommand]:
@@ -129,13 +127,7 @@ def test_mac16_broadcast_differs_from_the_global_buffer(runs):
     schedule, got, _ = runs["mac16"]
     as_gb = []
     for c in schedule:  # the same schedule with BROADCAST = 0 throughout
-        request = c.request
-        if request is not None:
-            request = types.SimpleNamespace(ins=request.ins, final=request.final,
-                                            index=request.index,
-                                            cfr=(0,) + tuple(request.cfr[1:]))
-        as_gb.append(TimedCommand(c.cycle, c.channel, c.command, c.bank, c.row, c.col,
-                                  request=request))
+        as_gb.append(dataclasses.replace(c, cfr=(0,) + tuple(c.cfr[1:]) if c.cfr else ()))
     other = expected_reads(as_gb, FunctionalModel(DEVICE))
     assert not np.array_equal(other[0][2], got["reads"][0][2])
 

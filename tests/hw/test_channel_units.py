@@ -40,7 +40,7 @@ def test_params_from_device():
 
 @pytest.mark.parametrize("change, message", [
     ({"rows": 0}, "rows must be a positive integer, got 0"),
-    ({"lanes": 8}, "one lane per bank"),
+    ({"device": DEVICE.with_(column_bytes=16)}, "one lane per bank"),
     ({"rows": 1 << 16}, "at most"),
 ])
 def test_params_reject_bad_values(change, message):
@@ -133,6 +133,7 @@ def test_decoder_row_state_checks():
     P = ProtocolCode
     _decode([
         ({"command": Opcode.ACT, "bank": 3, "row": 1}, P.BANK_OPEN),
+        ({"command": Opcode.ACT, "bank": 3, "row": 2}, P.NONE),  # already on row 2: no-op
         ({"command": Opcode.ACT, "bank": 4, "row": 1}, P.NONE),
         ({"command": Opcode.RD, "bank": 3, "row": 2, "col": 5}, P.NONE),
         ({"command": Opcode.RD, "bank": 3, "row": 1, "col": 5}, P.WRONG_ROW),
@@ -158,7 +159,8 @@ def test_decoder_all_bank_commands():
         ({"command": Opcode.WRA16, "row": 1, "col": 0}, P.NONE),
         ({"command": Opcode.MAC16, "row": 0, "col": 0}, P.WRONG_ROW),
         ({"command": Opcode.ACT16, "row": 1}, P.NONE),
-        ({"command": Opcode.ACT, "bank": 0, "row": 1}, P.BANK_OPEN),
+        ({"command": Opcode.ACT, "bank": 0, "row": 1}, P.NONE),  # same row: no-op
+        ({"command": Opcode.ACT, "bank": 0, "row": 2}, P.BANK_OPEN),
     ], open_rows=everywhere)
     _decode([({"command": Opcode.MAC16, "row": 1}, P.NOT_ALL_OPEN)],
             open_rows={**everywhere, 7: 2})
