@@ -99,7 +99,9 @@ def verify(schedule: Iterable[TimedCommand], device: Device = DEVICE,
     channels: dict[int, _Channel] = {}
     out: list[Violation] = []
     for cmd in sorted(schedule, key=lambda c: c.cycle):
-        ch = channels.setdefault(cmd.channel, _Channel(device))
+        ch = channels.get(cmd.channel)
+        if ch is None:
+            ch = channels[cmd.channel] = _Channel(device)
         c, t = cmd.command, cmd.cycle
         if ch.last_cycle == t:
             out.append(Violation("bus", t, cmd.channel, c, detail="second command in one cycle",

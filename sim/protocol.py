@@ -268,18 +268,19 @@ class State:
         rows = self.open_rows
         banks = self.targets(command, b)
         first = banks.start
-        if rule.need is Need.FREE:
-            other = (rows[banks] != CLOSED) & (rows[banks] != r)
-            if other.any():
-                t = first + int(other.argmax())
-                return (f"{name} row {r}: bank {t} has another row ({rows[t]}) open; "
-                        f"precharge first")
-        elif rule.need is Need.CLOSED:
-            busy = rows[banks] != CLOSED
-            if busy.any():
-                t = first + int(busy.argmax())
-                return f"{name} needs its banks precharged (bank {t} has row {rows[t]} open)"
-        elif rule.need is Need.OPEN and rule.targets is Targets.BANK:
+        need = rule.need
+        if need is Need.ANY:
+            return None
+        if need is Need.FREE:
+            for t, x in enumerate(rows[banks].tolist(), first):
+                if x != CLOSED and x != r:
+                    return (f"{name} row {r}: bank {t} has another row ({x}) open; "
+                            f"precharge first")
+        elif need is Need.CLOSED:
+            for t, x in enumerate(rows[banks].tolist(), first):
+                if x != CLOSED:
+                    return f"{name} needs its banks precharged (bank {t} has row {x} open)"
+        elif need is Need.OPEN and rule.targets is Targets.BANK:
             assert b is not None
             current = int(rows[b])
             if current == CLOSED:
@@ -295,9 +296,10 @@ class State:
                     return (f"{name} under CFR BROADCAST = 1 reads its vector from partner "
                             f"bank {partner}, but bank {partner} {_where(rows, partner)}"
                             f"{state}, not row {current}")
-        elif rule.need is Need.OPEN:
-            row0 = int(rows[0])
-            if row0 == CLOSED or (rows[banks] != row0).any():
+        elif need is Need.OPEN:
+            every = rows[banks].tolist()
+            row0 = every[0]
+            if row0 == CLOSED or every.count(row0) != len(every):
                 return f"{name} needs one row open in all banks; open rows {rows.tolist()}"
             if r is not None and r != row0:
                 return f"{name}: row {row0} is open, not {r}"
@@ -309,6 +311,13 @@ class State:
                   col: object) -> str | None:
         """Return what is wrong with the operands ``command`` takes (None if nothing)."""
         d = self.device
+        if (type(bank) is int or not rule.bank) and (type(col) is int or rule.columns is None) \
+                and (row is None or type(row) is int):
+            # plain ints (the common case): range checks only
+            if (not rule.bank or 0 <= bank < d.banks) \
+                    and (rule.columns is None or 0 <= col < column_limit(d, command)) \
+                    and (rule.row is not Operand.REQUIRED or legal_row(d, row)):  # type: ignore[operator]
+                return None
         name = command.name
         if rule.bank:
             b = _int(bank)
