@@ -13,7 +13,8 @@ what it always was:
 ``data=HHHH:...:HHHH``
     the 16 bfloat16 words the command writes, as exactly 16 words of 4 hex digits separated by
     ``:`` (lane 0 first, as the trace format's ``data=``); only on commands that write (WR, WRA,
-    WRGB, WRA16, WRMAC16). Default: no payload (the replay writes zeros).
+    WRGB, WRA16, WRMAC16). Default: no payload (the RTL player then writes zeros; the
+    functional replay, ``patton.sim.replay``, needs every write's payload).
 ``mask=0xMMMM``
     the write's lane mask, a non-zero 16-bit number (decimal or ``0x`` hex); only on commands
     that write. Default: all lanes.
@@ -146,7 +147,8 @@ def _carried(issue: Issue) -> tuple[np.ndarray | None, int | None, tuple[int, ..
 _COMMANDS = {c.name: c for c in Command}
 _DATA = re.compile(rf"[0-9a-fA-F]{{4}}(?::[0-9a-fA-F]{{4}}){{{_LANES - 1}}}")
 _KEYS = ("data", "mask", "cfr", "src")
-#: Commands whose bank field must be ``-`` (channel scope), by command; the others need one.
+#: Commands whose bank field must be ``-`` (channel scope), by command. ``parse`` checks a
+#: line in full (``_validate``) only when a quick look finds something that may be wrong.
 _CHANNEL_WIDE = {c: COMMAND_SCOPE[c] == Scope.CHANNEL for c in Command}
 _WRITE_NAMES = ", ".join(c.name for c in sorted(WRITES))
 
@@ -198,8 +200,13 @@ def _cfr(text: str) -> tuple[int, ...]:
     return tuple(out)
 
 
-def _extend(cmd: TimedCommand, tokens: list[str], first: int, device: Device) -> None:
-    """Set the ``key=value`` fields of ``cmd`` from ``tokens[first:]``."""
+def _extend(cmd: TimedCommand, tokens: list[str], first: int, device: Device,
+            payloads: dict[str, np.ndarray]) -> None:
+    """Set the ``key=value`` fields of ``cmd`` from ``tokens[first:]``.
+
+    ``payloads`` holds the arrays of the ``data=`` texts seen so far: commands with the same
+    words share one array, as those of one issue on a group of channels do in the cycle model.
+    """
     seen: set[str] = set()
     for token in tokens[first:]:
         key, eq, value = token.partition("=")
@@ -214,7 +221,10 @@ def _extend(cmd: TimedCommand, tokens: list[str], first: int, device: Device) ->
             raise ValueError(f"{key}= only on commands that write ({_WRITE_NAMES}), "
                              f"not {cmd.command.name}")
         if key == "data":
-            cmd.payload = _payload(value)
+            payload = payloads.get(value)
+            if payload is None:
+                payload = payloads[value] = _payload(value)
+            cmd.payload = payload
         elif key == "mask":
             mask = _number(value, "mask")
             if mask == 0 or mask >> device.lanes:
@@ -257,6 +267,7 @@ def parse(lines: Iterable[str], source: str = "<schedule>",
     channels, banks, columns, rows = device.channels, device.banks, device.columns, device.rows
     not_on_bus = _NOT_ON_BUS
     reset = _RESET
+    payloads: dict[str, np.ndarray] = {}
 
     def number(token: str, what: str) -> int:  # decimal fast path, else _field's rules
         return int(token) if token.isdecimal() else _field(token, what)
@@ -292,7 +303,7 @@ def parse(lines: Iterable[str], source: str = "<schedule>",
                 raise ValueError("cycle and channel are required")
             cmd = TimedCommand(cycle, channel, command, bank, row, col, line, None, None, reset)
             if first < n:
-                _extend(cmd, tokens, first, device)
+                _extend(cmd, tokens, first, device, payloads)
             if (command in not_on_bus or channel >= channels or bank >= banks
                     or col >= columns or row >= rows or (bank < 0) != _CHANNEL_WIDE[command]):
                 _validate(cmd, device)  # says what is wrong (or accepts an AF LUT row)
