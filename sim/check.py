@@ -39,15 +39,12 @@ from dataclasses import dataclass
 
 from .device import DEVICE, Device
 from .isa import COMMAND_SCOPE, Cfr, Command, Scope
-from .protocol import State
+from .protocol import UNADDRESSED, State
 from .schedule import TimedCommand
 from .timing import TIMING, TimingTable
 
 __all__ = ["Violation", "verify"]
 
-#: Conventional accesses whose column a public ``R/W MEM`` line leaves unset: column 0 (as
-#: :func:`patton.sim.replay.replay` executes them).
-_UNADDRESSED = frozenset({Command.RD, Command.WR})
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +132,7 @@ def _protocol(ch: _Channel, cmd: TimedCommand) -> str:
     c = cmd.command
     bank = cmd.bank if cmd.bank >= 0 else None
     row = cmd.row if cmd.row >= 0 else None
-    col = cmd.col if cmd.col >= 0 else (0 if c in _UNADDRESSED else None)
+    col = cmd.col if cmd.col >= 0 else (0 if c in UNADDRESSED else None)
     broadcast = len(cmd.cfr) > Cfr.BROADCAST and bool(cmd.cfr[Cfr.BROADCAST])
     problem = ch.state.check(c, bank, row, col, broadcast)
     if problem is None:

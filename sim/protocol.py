@@ -35,7 +35,7 @@ from .isa import (
 
 __all__ = [
     "CLOSED", "LUT_ROWS", "Targets", "Need", "Mode", "Action", "Operand", "Columns", "Rule",
-    "RULES", "PAYLOAD", "COLUMN", "State", "legal_row", "column_limit", "consistent",
+    "RULES", "PAYLOAD", "COLUMN", "UNADDRESSED", "State", "legal_row", "column_limit", "consistent",
 ]
 
 #: Open-row value of a precharged bank.
@@ -173,6 +173,9 @@ del _T, _N, _A, _M, _O, _C, _REQ, _OPT
 PAYLOAD = frozenset(c for c, r in RULES.items() if r.payload)
 #: Commands that address a column (single-bank column commands, MAC16, EWMUL16, WRA16, WRGB).
 COLUMN = frozenset(c for c, r in RULES.items() if r.columns is not None)
+#: Conventional accesses whose column a public ``R/W MEM`` line leaves unset: they address
+#: column 0 (the public format has no column; ``col=`` is our extension).
+UNADDRESSED = frozenset({Command.RD, Command.WR})
 
 
 def _int(value: object) -> int | None:

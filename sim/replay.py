@@ -16,13 +16,12 @@ import numpy as np
 
 from .functional import FunctionalModel
 from .isa import CFR_RESET, Cfr, Command
+from .protocol import UNADDRESSED
 from .schedule import TimedCommand
 
 __all__ = ["Returned", "replay"]
 
 _RETURNS = frozenset({Command.RD, Command.RDA, Command.RDMAC16, Command.RDAF16})
-#: Conventional accesses whose column a public ``R/W MEM`` line leaves unset.
-_UNADDRESSED_COLUMN = frozenset({Command.RD, Command.WR})
 #: CFR values at reset, by ``Cfr`` id (what an empty ``TimedCommand.cfr`` stands for).
 _RESET = tuple(CFR_RESET[c] for c in Cfr)
 
@@ -51,7 +50,7 @@ def replay(schedule: Iterable[TimedCommand], model: FunctionalModel) -> list[Ret
                 model.set_cfr(cfr, value, [cmd.channel])
         data = cmd.payload
         col = cmd.col
-        if col < 0 and cmd.command in _UNADDRESSED_COLUMN:
+        if col < 0 and cmd.command in UNADDRESSED:
             col = 0  # R/W MEM without col= (the public format has no column): column 0
         value = model.execute(cmd.channel, cmd.command,
                               bank=cmd.bank if cmd.bank >= 0 else None,

@@ -43,6 +43,7 @@ import numpy as np
 
 from .device import AF_ROW_BASE, DEVICE, Device
 from .isa import CFR_RANGE, CFR_RESET, COMMAND_SCOPE, Cfr, Command, Scope
+from .protocol import PAYLOAD
 
 if TYPE_CHECKING:
     from .controller import Issue
@@ -53,8 +54,8 @@ __all__ = ["TimedCommand", "ScheduleError", "WRITES", "parse", "read", "format_l
 #: Commands that never appear on a schedule (refresh is not modelled; SYNC/EOC stay in the
 #: controller).
 _NOT_ON_BUS = frozenset({Command.REFab, Command.REFpb, Command.SYNC, Command.EOC})
-#: Commands that write data (and so may carry ``data=`` and ``mask=``).
-WRITES = frozenset({Command.WR, Command.WRA, Command.WRGB, Command.WRA16, Command.WRMAC16})
+#: Commands that write data (and so may carry ``data=`` and ``mask=``): the protocol's.
+WRITES = PAYLOAD
 _WRITE_IDS = frozenset(int(c) for c in WRITES)
 _LANES = DEVICE.lanes
 #: CFR values at reset, by ``Cfr`` id (what an empty ``TimedCommand.cfr`` stands for).
