@@ -76,7 +76,6 @@ def test_a_turn_longer_than_max_model_len_is_passed_over(capsys):
     (["--max-model-len", "1"], "--max-model-len must be >= 2"),
     (["--max-batched-tokens", "0"], "--max-batched-tokens must be >= 1"),
     (["--runtime", "patton", "--num-blocks", "16"], "which the runtime cannot lay out"),
-    (["--engine", "vllm", "--runtime", "patton"], "--engine vllm drives vLLM's own cache only"),
     (["--num-blocks", "4", "--steps", "100"], "the run cannot go on"),
 ])
 def test_bad_parameters_exit_2_without_a_traceback(capsys, args, message):
@@ -84,6 +83,20 @@ def test_bad_parameters_exit_2_without_a_traceback(capsys, args, message):
     assert code == 2 and out == ""
     assert err.startswith("error: ") and message in err
     assert "Traceback" not in err
+
+
+def test_engine_vllm_without_vllm_names_the_recipe(capsys, monkeypatch):
+    from patton.sim.serving import vllm_engine
+
+    def missing():
+        raise vllm_engine.VllmUnavailable("vLLM 0.33.0 is not importable here (test); install "
+                                          "it with docs/serving.md's lean CPU recipe")
+
+    monkeypatch.setattr(vllm_engine, "import_vllm", missing)
+    code, out, err = serve(capsys, "--conversations", FILE, "--engine", "vllm", "--runtime",
+                           "patton")
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert err.startswith("error: ") and "docs/serving.md" in err
 
 
 @pytest.mark.parametrize("name", ["not-json", "negative-token", "duplicate-id", "user-only"])

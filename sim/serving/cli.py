@@ -153,7 +153,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     sv.add_argument("--conversations", required=True, metavar="FILE.jsonl")
     sv.add_argument("--engine", choices=("embedded", "vllm"), default="embedded",
                     help="the embedded vLLM-equivalent engine (default) or real vLLM 0.33 "
-                         "(its venv's python; gpu runtime only)")
+                         "(its venv's python)")
     sv.add_argument("--runtime", choices=VARIANTS, default="gpu",
                     help="KV-cache runtime (default gpu: vLLM's own cache)")
     sv.add_argument("--model", choices=sorted(MODELS), default="llama3-8b")
@@ -220,9 +220,6 @@ def _check(args: argparse.Namespace) -> None:
         raise UsageError(f"--max-model-len must be >= 2, got {args.max_model_len}")
     if args.steps is not None and args.steps < 0:
         raise UsageError(f"--steps must be >= 0, got {args.steps}")
-    if args.engine == "vllm" and args.runtime != "gpu":
-        raise UsageError(f"--engine vllm drives vLLM's own cache only (--runtime gpu); "
-                         f"attach {args.runtime} to --engine embedded")
 
 
 def _bar(args: argparse.Namespace) -> Any:
@@ -256,19 +253,20 @@ def serve(args: argparse.Namespace) -> int:
         return _error(f"{args.conversations}: {e.strerror or e}")
     except ValueError as e:  # UsageError, a capacity the runtime cannot lay out
         return _error(str(e))
-    pool = None
-    if args.engine == "vllm":
+    pool: Any
+    if args.engine == "vllm":  # real vLLM's block pool drives the runtime through hooks
         try:
-            engine: Engine = VllmEngine(params)
+            vllm = VllmEngine(params, observer=attached.observe, placement=attached.placement)
         except VllmUnavailable as e:
             return _error(f"--engine vllm: {e}")
-        used: Attached | None = None
+        engine: Engine = vllm
+        pool = vllm.pool
     else:
         embedded = EmbeddedEngine(params, observer=attached.observe,
                                   placement=attached.placement)
-        engine, pool, used = embedded, embedded.kv.pool, attached
+        engine, pool = embedded, embedded.kv.pool
     bar = _bar(args)
-    meter = Meter(engine, {c.id: c for c in conversations}, args.max_model_len, used, pool,
+    meter = Meter(engine, {c.id: c for c in conversations}, args.max_model_len, attached, pool,
                   bar)
     t = time.perf_counter()
     try:
@@ -285,10 +283,7 @@ def serve(args: argparse.Namespace) -> int:
     out["live_context_tokens"] = meter.report()
     out["runtime"] = args.runtime
     out["engine"] = args.engine
-    kv = attached.report()
-    if used is None:
-        kv.pop("usage")
-    out.update(kv)
+    out.update(attached.report())
     out["params"] = {"conversations": str(args.conversations), "model": args.model,
                      "clients": args.clients, "pool": args.pool,
                      "block_size": params.block_size, "num_blocks": params.num_blocks,
