@@ -9,6 +9,12 @@ Behaviour of both: one write port and one read port, both addressed by (row, col
 stores the lanes its mask enables at the clock edge. The read port is synchronous: the data of
 the address presented in one cycle appears in the next, and a write to the same address at
 the same edge is visible in it (write-first). Never-written words read as zero.
+
+The macro (simulation only) also writes its non-zero words to the file a testbench names with
+``+MATS=<file>``: when the simulation ends, and at the clock edge after the package variable
+``patton_mat_dump::request`` changes (``tb/player.v`` bumps it on an ``M`` line, so a live
+simulation can be inspected between programs). The package and the on-demand dump are
+guarded by `` `ifndef SYNTHESIS `` (Yosys never sees them).
 """
 
 from __future__ import annotations

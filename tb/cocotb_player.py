@@ -1,7 +1,10 @@
-"""The cocotb test the schedule player runs: start the clock, wait until the player is done.
+"""The cocotb test a host-driven schedule player runs: start the clock, wait until it is done.
 
-Everything else happens outside the simulator: :mod:`patton.tb.player` writes the schedule file
-before and reads the results file after, so the simulator runs freely in between.
+Everything else happens outside the simulator: a :class:`~patton.tb.session.Session` writes
+schedule segments into the player's named pipe and reads its results pipe while the simulator
+runs freely, for one segment (``SchedulePlayer.play``) or many (a live ``RtlExecutor``); the
+player raises ``done`` on ``Q``. Regressions that drive the player from inside the simulator
+are in :mod:`patton.tb.regressions`.
 """
 
 from __future__ import annotations

@@ -1,0 +1,82 @@
+"""Reference model: the functional model replaying timed schedules, kept alive across segments.
+
+What the RTL channel must return for a schedule is what the functional model returns when it
+executes the same commands in the same order (``patton.sim.replay``). The reference keeps one
+:class:`~patton.sim.functional.FunctionalModel` across calls, as a live RTL session keeps its
+channel, so segment ``n`` is checked against the state segments ``1 .. n - 1`` left.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..sim.check import Violation, verify
+from ..sim.cycle_model import DeviceState
+from ..sim.device import AF_ROW_BASE, DEVICE, Device
+from ..sim.functional import FunctionalModel
+from ..sim.isa import Command
+from ..sim.replay import Returned, replay
+from ..sim.schedule import TimedCommand
+from ..sim.timing import TIMING
+
+__all__ = ["Reference", "return_order", "verify_from"]
+
+#: Far in the past: where the prelude that rebuilds a channel's row state for ``verify`` goes.
+_PRELUDE = -1_000_000
+
+
+def verify_from(start: DeviceState, channel: int, cmds: Sequence[TimedCommand],
+                device: Device = DEVICE) -> list[Violation]:
+    """``verify`` one channel's commands as issued from the row and mode state ``start``.
+
+    ``verify`` starts from reset; a prelude of one ACT per open bank and a TMOD (register
+    mode), far in the past and far apart, rebuilds ``start`` as history no rule can reach.
+    Only violations at cycle 0 or later (the program's) are returned.
+    """
+    prelude: list[TimedCommand] = []
+    cycle = _PRELUDE
+    for bank, row in enumerate(start.open_rows[channel]):
+        if row >= 0:
+            prelude.append(TimedCommand(cycle, channel, Command.ACT, bank, row))
+            cycle += 1000
+    if start.reg_mode[channel]:
+        prelude.append(TimedCommand(cycle, channel, Command.TMOD))
+    return [v for v in verify(prelude + list(cmds), device) if v.cycle >= 0]
+
+
+def return_order(returned: Sequence[Returned]) -> list[Returned]:
+    """Sort reads as the bus returns them: by return cycle, then issue cycle (an RD at ``t``
+    and an RDMAC16 at ``t + 50`` return together, the RD first)."""
+    return sorted(returned, key=lambda r: (r.command.cycle + TIMING.latency[r.command.command],
+                                           r.command.cycle))
+
+
+class Reference:
+    """The functional model as the scoreboard's reference (one device, alive across calls).
+
+    Args:
+        device: organisation.
+        model: the functional model to replay on (default: a fresh one of ``device``).
+    """
+
+    def __init__(self, device: Device = DEVICE, model: FunctionalModel | None = None) -> None:
+        self.model = model if model is not None else FunctionalModel(device)
+        self.device = self.model.device
+
+    def run(self, schedule: Sequence[TimedCommand]) -> list[Returned]:
+        """Execute ``schedule`` (commands ``verify`` finds illegal already removed); return
+        its reads in return order."""
+        return return_order(replay(schedule, self.model))
+
+    def mats(self, channel: int) -> dict[tuple[int, int, int], np.ndarray]:
+        """Return the non-zero mat words of ``channel`` by (bank, row, column) (LUT rows
+        excepted: the RTL has none)."""
+        out: dict[tuple[int, int, int], np.ndarray] = {}
+        for row, block in self.model.channels[channel].mats.items():
+            if row >= AF_ROW_BASE:
+                continue
+            for bank, col in zip(*np.nonzero(block.any(axis=2))):
+                out[int(bank), row, int(col)] = block[bank, col]
+        return out

@@ -1,0 +1,228 @@
+"""Replaying schedules channel by channel on the RTL and reporting each channel.
+
+:func:`groups` splits a multi-channel schedule by channel and groups channels whose schedules
+are identical (same commands, cycles, payloads, masks and CFRs): a trace that sends the same
+work to all 32 channels is one replay. :func:`replay_group` replays one group's schedule
+(:meth:`SchedulePlayer.play <patton.tb.player.SchedulePlayer.play>`), separates the commands
+this RTL version refuses by design (they must be flagged ``REJECTED``) and the AF LUT rows it
+cannot address, and scores the rest (:func:`patton.tb.scoreboard.score`); a :class:`Replay`
+holds the outcome and its per-channel report (:meth:`Replay.summary`). :func:`copy_dumps`
+collects the waveforms. ``patton rtl run`` / ``rtl check`` (:mod:`patton.tb.cli`) print them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import shutil
+import sys
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..sim.device import AF_ROW_BASE
+from ..sim.schedule import TimedCommand
+
+if TYPE_CHECKING:
+    from .player import PlayResult, RtlViolation, SchedulePlayer
+    from .scoreboard import Verdict
+
+__all__ = ["Replay", "groups", "signature", "replay_group", "replay_all", "rtl_text",
+           "rejected", "rejection_note", "channels_text", "run_dir", "clear_dumps",
+           "copy_dumps", "stdout_to_stderr"]
+
+
+@contextlib.contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """Send what the build and simulator print (file descriptor 1) to stderr meanwhile.
+
+    Keeps stdout for the report, so that ``--json`` output stays one parsable object.
+    """
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def signature(cmds: Sequence[TimedCommand]) -> tuple:
+    """What makes two channels' schedules replay identically (the channel index excepted)."""
+    out = []
+    for c in cmds:
+        payload = c.payload
+        out.append((c.cycle, int(c.command), c.bank, c.row, c.col,
+                    None if payload is None else payload.tobytes(), c.mask, c.cfr))
+    return tuple(out)
+
+
+def groups(commands: Sequence[TimedCommand]) -> list[list[list[TimedCommand]]]:
+    """Split a schedule by channel and group channels whose schedules are identical.
+
+    Returns a list of groups; each group is a list of per-channel schedules (same commands,
+    different channel index), channels in increasing order.
+    """
+    by_channel: dict[int, list[TimedCommand]] = {}
+    for cmd in commands:
+        by_channel.setdefault(cmd.channel, []).append(cmd)
+    groups: dict[tuple, list[list[TimedCommand]]] = {}
+    for ch in sorted(by_channel):
+        cmds = sorted(by_channel[ch], key=lambda c: c.cycle)  # stable: file order per cycle
+        groups.setdefault(signature(cmds), []).append(cmds)
+    return list(groups.values())
+
+
+@dataclass(slots=True)
+class Replay:
+    """One distinct channel schedule replayed on the RTL and scored."""
+
+    channels: list[int]  # channels with this schedule
+    commands: int  # commands of one channel's schedule
+    replayed: int  # commands given to the RTL
+    rejected: Counter[str] = field(default_factory=Counter)  # refused by design, by command
+    unflagged: list[TimedCommand] = field(default_factory=list)  # refusals the RTL missed
+    not_replayed: Counter[str] = field(default_factory=Counter)  # AF LUT rows, by command
+    result: PlayResult | None = None
+    verdict: Verdict | None = None
+
+    def summary(self) -> dict:
+        """JSON-ready per-channel details."""
+        r, v = self.result, self.verdict
+        assert r is not None and v is not None
+        return {"channels": self.channels, "commands": self.commands,
+                "replayed_commands": self.replayed, "rtl_cycles": r.cycles,
+                "rtl_seconds": round(r.seconds, 3), "reads": v.reads,
+                "mismatches": v.mismatches + v.mat_mismatches,
+                "read_mismatches": v.mismatches, "mat_words": v.mat_words,
+                "mat_mismatches": v.mat_mismatches, "rtl_violations": v.rtl_violations,
+                "model_violations": v.model_violations, "agree": v.agree,
+                "rejected": dict(self.rejected), "rejections_not_flagged": len(self.unflagged),
+                "not_replayed": dict(self.not_replayed),
+                "rtl_list": [rtl_text(x) for x in r.violations],
+                "model_only": sorted(v.model_timing - v.rtl_timing),
+                "rtl_only": sorted(v.rtl_timing - v.model_timing),
+                "model_only_protocol": sorted(v.model_protocol - v.rtl_protocol),
+                "rtl_only_protocol": sorted(v.rtl_protocol - v.model_protocol)}
+
+
+def replay_group(play: SchedulePlayer, group: list[list[TimedCommand]], name: str,
+            values: bool) -> Replay:
+    """Replay the first schedule of a channel group on the RTL and score it."""
+    from ..hw.isa import REJECTED, ProtocolCode
+    from .player import PlayResult
+    from .scoreboard import score
+
+    cmds = group[0]
+    to_rtl = [c for c in cmds if c.row < AF_ROW_BASE]
+    out = Replay([g[0].channel for g in group], len(cmds), len(to_rtl))
+    out.not_replayed.update(c.command.name for c in cmds if c.row >= AF_ROW_BASE)
+    refused = [c for c in to_rtl if c.command in REJECTED]
+    out.rejected.update(c.command.name for c in refused)
+    if to_rtl:
+        with stdout_to_stderr():
+            result = play.play(to_rtl, name)
+    else:
+        result = PlayResult()
+    by_cycle = {c.cycle: c for c in refused}
+    expected = {v.cycle for v in result.violations if v.cycle in by_cycle
+                and v.protocol == ProtocolCode.REJECTED.value and not v.rules}
+    out.unflagged = [c for c in refused if c.cycle not in expected]
+    kept = [v for v in result.violations if v.cycle not in expected]
+    scored = dataclasses.replace(result, violations=kept)
+    model_view = [c for c in to_rtl if c.command not in REJECTED]
+    out.result = scored
+    out.verdict = score(model_view, scored, values=values)
+    return out
+
+
+def rtl_text(v: RtlViolation) -> str:
+    from ..hw.isa import ProtocolCode
+
+    parts = [f"cycle {v.cycle} {v.command.name}"]
+    if v.rules:
+        parts.append("rules " + ",".join(str(r) for r in sorted(v.rules)))
+    if v.protocol:
+        parts.append(f"protocol {ProtocolCode(v.protocol).name}")
+    return ": ".join(parts)
+
+
+def replay_all(play: SchedulePlayer, commands: Sequence[TimedCommand], prefix: str,
+                values: bool) -> list[Replay]:
+    return [replay_group(play, group, f"{prefix}-ch{group[0][0].channel}", values)
+            for group in groups(commands)]
+
+
+def rejected(replays: Sequence[Replay]) -> dict[str, int]:
+    """Commands refused by design over all channels, by command name."""
+    out: Counter[str] = Counter()
+    for r in replays:
+        for name, n in r.rejected.items():
+            out[name] += n * len(r.channels)
+    return dict(sorted(out.items()))
+
+
+def rejection_note(replays: Sequence[Replay]) -> list[str]:
+    """Human lines about commands refused by design, not replayed, or not supported."""
+    refused = rejected(replays)
+    skipped: Counter[str] = Counter()
+    for r in replays:
+        for name, n in r.not_replayed.items():
+            skipped[name] += n * len(r.channels)
+    lines = []
+    if refused:
+        lines.append("note       expected protocol rejections (this RTL version does not "
+                     "implement them): " + ", ".join(f"{k} {v}" for k, v in
+                                                     sorted(refused.items())))
+    if skipped:
+        lines.append("note       not replayed (activation-function LUT rows do not exist in "
+                     "the RTL): " + ", ".join(f"{k} {v}" for k, v in sorted(skipped.items())))
+    unflagged = sum(len(r.unflagged) * len(r.channels) for r in replays)
+    if unflagged:
+        lines.append(f"FAIL       {unflagged} command(s) the RTL should refuse were not "
+                     "flagged REJECTED")
+    return lines
+
+
+def channels_text(channels: list[int]) -> str:
+    if len(channels) == 1:
+        return f"ch {channels[0]}"
+    if channels == list(range(channels[0], channels[-1] + 1)):
+        return f"ch {channels[0]}-{channels[-1]}"
+    return "ch " + ",".join(map(str, channels))
+
+
+def run_dir(name: str) -> Path:
+    """Where :meth:`SchedulePlayer.play` runs a replay called ``name`` in this process."""
+    from .toolchain import BUILD_ROOT
+
+    return BUILD_ROOT / "runs" / f"{name}-{os.getpid()}"
+
+
+def clear_dumps(commands: Sequence[TimedCommand], prefix: str) -> None:
+    for ch in {c.channel for c in commands}:
+        for old in run_dir(f"{prefix}-ch{ch}").glob("dump.*"):
+            old.unlink()
+
+
+def copy_dumps(replays: Sequence[Replay], prefix: str, target: Path) -> list[str]:
+    """Copy each replay's waveform to ``target`` (suffixed by channel if there are several)."""
+    out = []
+    for r in replays:
+        found = sorted(run_dir(f"{prefix}-ch{r.channels[0]}").glob("dump.*"))
+        if not found:
+            raise RuntimeError("the waves build wrote no dump (expected dump.vcd or dump.fst "
+                               f"in {run_dir(prefix + '-ch' + str(r.channels[0]))}); the "
+                               "cocotb/Verilator tracing path did not produce a waveform")
+        dump = found[0]
+        path = target if len(replays) == 1 else target.with_name(
+            f"{target.stem}.ch{r.channels[0]}{target.suffix}")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(dump, path)
+        out.append(str(path))
+    return out
