@@ -45,12 +45,11 @@ import time
 from collections.abc import Callable
 
 import numpy as np
-
 from patton.runtime.config import Config, model
 from patton.runtime.lifecycle import Runtime
-from patton.sim.program import Program
 from patton.sim.cycle_model import CycleModel
 from patton.sim.isa import Instruction, Opcode
+from patton.sim.program import Program
 
 PHASES = ("place", "writes", "qk", "buffer", "sv", "sv copy")
 

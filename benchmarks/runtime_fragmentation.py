@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
-
 from patton.sim.cycle_model import CycleModel
 from patton.sim.energy import energy
 from patton.sim.isa import Instruction, Opcode, channel_bit

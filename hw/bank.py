@@ -5,7 +5,6 @@ from __future__ import annotations
 from amaranth.hdl import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
-
 from patton.hw.mat import Mat
 from patton.hw.params import ChannelParams
 

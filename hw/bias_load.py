@@ -3,7 +3,6 @@
 from amaranth.hdl import Module, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
-
 from patton.hw.bf16 import Bf16, Fp32
 
 __all__ = ["BiasLoad"]

@@ -28,18 +28,33 @@ from __future__ import annotations
 
 import importlib
 
-from amaranth.hdl import Array, Cat, ClockDomain, ClockSignal, Const, Module, Mux, Signal
+from amaranth.hdl import (
+    Array,
+    Cat,
+    ClockDomain,
+    ClockSignal,
+    Const,
+    Module,
+    Mux,
+    Signal,
+)
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
-
-from patton.sim.isa import Command
-from patton.sim.timing import TIMING, TimingTable
 from patton.hw.bank import Bank
 from patton.hw.decoder import Decoder
 from patton.hw.global_buffer import GlobalBuffer
-from patton.hw.isa import COL_BITS, Opcode, ProtocolCode, command_layout, read_layout, violation_layout
+from patton.hw.isa import (
+    COL_BITS,
+    Opcode,
+    ProtocolCode,
+    command_layout,
+    read_layout,
+    violation_layout,
+)
 from patton.hw.params import ChannelParams
 from patton.hw.timing_checker import TimingChecker
+from patton.sim.isa import Command
+from patton.sim.timing import TIMING, TimingTable
 
 __all__ = ["Channel", "RETURNING"]
 

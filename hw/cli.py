@@ -41,7 +41,9 @@ def _positive(text: str) -> int:
 
 
 def _verilog(args: argparse.Namespace) -> int:
-    from .generate import emit_verilog  # Amaranth loads only when the command runs
+    from patton.hw.generate import (
+        emit_verilog,  # Amaranth loads only when the command runs
+    )
 
     try:
         paths = emit_verilog(args.out, rows=args.rows)

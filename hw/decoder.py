@@ -5,11 +5,18 @@ from __future__ import annotations
 from amaranth.hdl import Array, Module, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
-
-from ..sim.isa import Command
-from .isa import ALL_ROWS, BANK_ROW, BANKED, REG_MODE, REJECTED, Opcode, ProtocolCode, \
-    command_layout
-from .params import ChannelParams
+from patton.hw.isa import (
+    ALL_ROWS,
+    BANK_ROW,
+    BANKED,
+    REG_MODE,
+    REJECTED,
+    Opcode,
+    ProtocolCode,
+    command_layout,
+)
+from patton.hw.params import ChannelParams
+from patton.sim.isa import Command
 
 __all__ = ["Decoder"]
 

@@ -19,7 +19,6 @@ from dataclasses import replace
 from pathlib import Path
 
 from amaranth.back import verilog
-
 from patton.hw.channel import Channel
 from patton.hw.mat import MAT_MODULE, mat_verilog
 from patton.hw.params import ChannelParams

@@ -5,7 +5,6 @@ from __future__ import annotations
 from amaranth.hdl import Module, Mux, unsigned
 from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
-
 from patton.hw.params import ChannelParams
 
 __all__ = ["GlobalBuffer"]

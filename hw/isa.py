@@ -15,10 +15,14 @@ import types
 
 from amaranth.hdl import unsigned
 from amaranth.lib import data, enum
-
-from patton.sim.isa import ALL_ROWS_COMMANDS, BANK_ROW_COMMANDS, REG_MODE_COMMANDS, Command
-from patton.sim.timing import TIMING
 from patton.hw.params import ChannelParams
+from patton.sim.isa import (
+    ALL_ROWS_COMMANDS,
+    BANK_ROW_COMMANDS,
+    REG_MODE_COMMANDS,
+    Command,
+)
+from patton.sim.timing import TIMING
 
 __all__ = [
     "Opcode", "ProtocolCode", "IMPLEMENTED", "REJECTED", "REG_MODE", "BANK_ROW", "ALL_ROWS",

@@ -12,9 +12,14 @@ from itertools import count
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
-
 from patton.hw.bf16 import (
-    EXP_SPECIAL, INF32, NAN32, Bf16, Fp32, normalise, round_nearest_even,
+    EXP_SPECIAL,
+    INF32,
+    NAN32,
+    Bf16,
+    Fp32,
+    normalise,
+    round_nearest_even,
 )
 from patton.hw.bias_load import BiasLoad
 from patton.hw.readout import Bf16Readout

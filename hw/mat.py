@@ -22,8 +22,7 @@ from __future__ import annotations
 from amaranth.hdl import ClockSignal, Instance, Module, Mux, unsigned
 from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
-
-from .params import ChannelParams
+from patton.hw.params import ChannelParams
 
 __all__ = ["Mat", "MAT_MODULE", "mat_verilog"]
 

@@ -3,7 +3,6 @@
 from amaranth.hdl import Cat, Const, Module, Signal, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
-
 from patton.hw.bf16 import EXP_SPECIAL, INF16, NAN16, Bf16, Fp32, round_nearest_even
 
 __all__ = ["Bf16Readout"]

@@ -16,11 +16,10 @@ from __future__ import annotations
 from amaranth.hdl import Array, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
-
-from patton.sim.isa import Command, Scope
-from patton.sim.timing import LEVELS, TIMING, TimingTable
 from patton.hw.isa import BANK_BITS, BANKED, IMPLEMENTED, RULE_BITS, RULES, Opcode
 from patton.hw.params import ChannelParams
+from patton.sim.isa import Command, Scope
+from patton.sim.timing import LEVELS, TIMING, TimingTable
 
 __all__ = ["TimingChecker", "checked_rules"]
 

@@ -13,7 +13,6 @@ anew (:mod:`patton.runtime.layout`).
 from __future__ import annotations
 
 import numpy as np
-
 from patton.runtime import layout_patch as patch
 from patton.runtime.batch import Batch
 from patton.runtime.config import Config

@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-
 from patton.sim.program import Program
 
 __all__ = ["Batch"]

@@ -19,7 +19,6 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 import numpy as np
-
 from patton.runtime.batch import Batch
 from patton.runtime.config import Config
 from patton.runtime.metadata import CzPlace

@@ -32,7 +32,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-
 from patton.runtime.batch import Batch
 from patton.runtime.config import Config
 from patton.runtime.layout import _GB, cz_segments, qk_fields, qk_triples, sv_sections

@@ -20,14 +20,25 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-
 from patton.runtime import invariants
 from patton.runtime.allocator import Allocator
 from patton.runtime.attention import AttentionCache
 from patton.runtime.config import Config
-from patton.runtime.errors import BlockStateError, DoubleFree, DuplicateBlock, UnknownBlock
+from patton.runtime.errors import (
+    BlockStateError,
+    DoubleFree,
+    DuplicateBlock,
+    UnknownBlock,
+)
 from patton.runtime.metadata import (
-    BlockMeta, CzPlace, KeyPlace, Mode, RequestState, ValuePlace, block_of, request_of,
+    BlockMeta,
+    CzPlace,
+    KeyPlace,
+    Mode,
+    RequestState,
+    ValuePlace,
+    block_of,
+    request_of,
 )
 from patton.runtime.plans import QkPlan, SvPlan
 from patton.runtime.writes import WriteProgram, Writer, Writes

@@ -11,7 +11,6 @@ import enum
 from dataclasses import dataclass, field
 
 import numpy as np
-
 from patton.runtime.allocator import Binding
 from patton.runtime.errors import UnknownBlock, UnknownRequest
 

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
-
 from patton.runtime.config import Config
 from patton.runtime.metadata import CzPlace, KeyPlace, ValuePlace
 from patton.sim.isa import channel_bit

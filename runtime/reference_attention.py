@@ -9,7 +9,6 @@ and summed on the host in float32 in segment order.
 from __future__ import annotations
 
 import numpy as np
-
 from patton.runtime.plans import SvPlan
 from patton.sim import datapath as dp
 

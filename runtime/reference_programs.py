@@ -21,7 +21,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-
 from patton.runtime.config import Config
 from patton.runtime.metadata import CzPlace, KeyPlace, ValuePlace
 from patton.runtime.plans import QkPlan, SvPlan, group_masks, o1k_groups, sv_segments

@@ -14,7 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
 from patton.runtime.batch import Batch
 from patton.runtime.config import Config
 from patton.runtime.metadata import CzPlace, KeyPlace, ValuePlace

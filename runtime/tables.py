@@ -30,7 +30,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-
 from patton.runtime.metadata import CzPlace, KeyPlace, ValuePlace
 from patton.runtime.plans import QkPlan, Run, Segment, SvPlan, sv_segments
 

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
-
 from patton.runtime.config import Config
 from patton.runtime.metadata import BlockMeta, ValuePlace
 from patton.runtime.write_programs import value_order

@@ -15,7 +15,6 @@ from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
-
 from patton.runtime.config import Config
 from patton.runtime.metadata import CzPlace
 from patton.sim.isa import Opcode, channel_bit

@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from itertools import groupby
 
 import numpy as np
-
 from patton.runtime import write_programs as wp
 from patton.runtime.allocator import Allocator
 from patton.runtime.config import Config

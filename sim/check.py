@@ -37,11 +37,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .device import DEVICE, Device
-from .isa import COMMAND_SCOPE, Cfr, Command, Scope
-from .protocol import UNADDRESSED, State
-from .schedule import TimedCommand
-from .timing import TIMING, TimingTable
+from patton.sim.device import DEVICE, Device
+from patton.sim.isa import COMMAND_SCOPE, Cfr, Command, Scope
+from patton.sim.protocol import UNADDRESSED, State
+from patton.sim.schedule import TimedCommand
+from patton.sim.timing import TIMING, TimingTable
 
 __all__ = ["Violation", "verify"]
 

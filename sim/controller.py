@@ -29,12 +29,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from .device import Device
-from .isa import (
-    ALL_ROWS_COMMANDS, BANK_ROW_COMMANDS, COMMAND_META, COMMAND_SCOPE, Command, Instruction,
+from patton.sim.device import Device
+from patton.sim.isa import (
+    ALL_ROWS_COMMANDS,
+    BANK_ROW_COMMANDS,
+    COMMAND_META,
+    COMMAND_SCOPE,
+    Command,
+    Instruction,
     Scope,
 )
-from .timing import TimingTable
+from patton.sim.timing import TimingTable
 
 __all__ = ["Kind", "Request", "Issue", "ChannelController", "BUFFER_CAPACITY", "NEVER"]
 
@@ -173,6 +178,12 @@ class ChannelController:
             if r >= 0:
                 self.reported_open |= 1 << b % self._per_group
         self.reg_mode = reg_mode
+
+    @property
+    def holding(self) -> bool:
+        """True while a request is buffered, active or pending completion."""
+        return bool(self.aim or self.reads or self.writes or self.active or self.pending_reads
+                    or self.pending_writes)
 
     # -- splitting -------------------------------------------------------------------------
 

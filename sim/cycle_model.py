@@ -33,11 +33,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from operator import itemgetter
 
-from .controller import NEVER, ChannelController, Kind, Request
-from .device import AF_ROW_BASE, DEVICE, Device
-from .isa import CFR_RESET, Cfr, Command, Instruction, Opcode
-from .schedule import TimedCommand
-from .timing import TIMING, TimingTable
+from patton.sim.controller import NEVER, ChannelController, Kind, Request
+from patton.sim.device import AF_ROW_BASE, DEVICE, Device
+from patton.sim.isa import CFR_RESET, Cfr, Command, Instruction, Opcode
+from patton.sim.schedule import TimedCommand
+from patton.sim.timing import TIMING, TimingTable
 
 __all__ = ["CycleModel", "DeviceState", "RunResult", "run"]
 
@@ -97,16 +97,23 @@ class CycleModel:
             instructions in the program, current cycle), for long runs.
         skip: skip quiet cycles (exact; off = tick every controller every cycle).
         group: simulate identical channels once (exact; off = one controller per channel).
+        drain: run on after EOC until every request of the program has issued and completed.
+            The public simulator ends at EOC even while conventional writes are still
+            buffered (they never issue); off (the default) reproduces that exactly, on makes
+            the schedule hold every command of the program (what an executor that keeps the
+            device alive needs: the next program must find those writes done).
     """
 
     def __init__(self, device: Device = DEVICE, timing: TimingTable = TIMING, *,
                  record: bool = False, skip: bool = True, group: bool = True,
+                 drain: bool = False,
                  progress: Callable[[int, int, int], None] | None = None) -> None:
         self.device = device
         self.timing = timing
         self.record = record
         self.skip = skip
         self.group = group
+        self.drain = drain
         self.progress = progress  # called about once a second: (done, instructions, cycle)
 
     def run(self, program: Iterable[Instruction],
@@ -304,7 +311,8 @@ class _Run:
                     busy = ctl.tick(clk, receive)
                     ctl.plan(clk, busy)
                     changed |= busy
-            if self.finished:
+            if self.finished and not (self.model.drain
+                                      and any(ctl.holding for ctl in self.controllers)):
                 break
             k += 1
             if skip and not self.progress and not (changed and self._retrying()):

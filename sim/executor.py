@@ -116,7 +116,11 @@ class CycleExecutor:
 
     The cycle model schedules each program from the row and mode state the last one left
     (:class:`~patton.sim.cycle_model.DeviceState`); the first program of a fresh executor
-    starts from reset, exactly as the public AiM simulator does. The functional model executes
+    starts from reset, exactly as the public AiM simulator does. A program ends when every one
+    of its commands has issued and completed (``CycleModel(drain=True)``): the public simulator
+    ends at EOC even with conventional writes still buffered, which would leave them out of
+    the schedule and of the device the next program finds; where no write is left over, the
+    cycles are the public simulator's. The functional model executes
     the same instructions, so read-outs equal :class:`FunctionalExecutor`'s.
 
     Args:
@@ -132,7 +136,7 @@ class CycleExecutor:
                  record: bool = True, model: FunctionalModel | None = None,
                  **options) -> None:
         self.device = device
-        self.cycle_model = CycleModel(device, timing, record=record, **options)
+        self.cycle_model = CycleModel(device, timing, record=record, drain=True, **options)
         self.model = model if model is not None else FunctionalModel(device)
         if self.model.device != device:
             raise ValueError("the functional model is of another device")

@@ -56,16 +56,22 @@ from dataclasses import dataclass, field
 
 import ml_dtypes
 import numpy as np
-
-from . import datapath as dp
-from . import protocol
-from .device import AF_ROW_BASE, DEVICE, Device
-from .isa import (
-    ALL_ROWS_COMMANDS, BANK_ROW_COMMANDS, CFR_RANGE, CFR_RESET, REG_MODE_COMMANDS, Cfr,
-    Command, Instruction, Opcode,
+from patton.sim import datapath as dp
+from patton.sim import protocol
+from patton.sim.device import AF_ROW_BASE, DEVICE, Device
+from patton.sim.isa import (
+    ALL_ROWS_COMMANDS,
+    BANK_ROW_COMMANDS,
+    CFR_RANGE,
+    CFR_RESET,
+    REG_MODE_COMMANDS,
+    Cfr,
+    Command,
+    Instruction,
+    Opcode,
 )
-from .program import Readout
-from .protocol import CLOSED, COLUMN, LUT_ROWS, PAYLOAD, RULES, Need, Targets
+from patton.sim.program import Readout
+from patton.sim.protocol import CLOSED, COLUMN, LUT_ROWS, PAYLOAD, RULES, Need, Targets
 
 __all__ = ["ProtocolError", "ChannelState", "FunctionalModel"]
 

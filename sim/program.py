@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
-
 from patton.sim.isa import Instruction, Opcode
 
 __all__ = ["OPCODES", "OP_ID", "FIELDS", "HOST_FIELDS", "UNSET", "Program", "Readout", "make",

@@ -26,11 +26,17 @@ import enum
 from dataclasses import dataclass, field
 
 import numpy as np
-
-from .device import AF_ROW_BASE, Device
-from .isa import (
-    ALL_ROWS_COMMANDS, BANK_ROW_COMMANDS, CFR_RANGE, COMMAND_META, COMMAND_SCOPE,
-    REG_MODE_COMMANDS, Cfr, Command, Scope,
+from patton.sim.device import AF_ROW_BASE, Device
+from patton.sim.isa import (
+    ALL_ROWS_COMMANDS,
+    BANK_ROW_COMMANDS,
+    CFR_RANGE,
+    COMMAND_META,
+    COMMAND_SCOPE,
+    REG_MODE_COMMANDS,
+    Cfr,
+    Command,
+    Scope,
 )
 
 __all__ = [

@@ -7,7 +7,6 @@ Every builder returns a list of :class:`Instruction` that ends with EOC and pass
 from __future__ import annotations
 
 import numpy as np
-
 from patton.sim.device import DEVICE, Device
 from patton.sim.isa import Cfr, Instruction, Opcode, channel_bit
 

@@ -13,11 +13,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
-
-from .functional import FunctionalModel
-from .isa import CFR_RESET, Cfr, Command
-from .protocol import UNADDRESSED
-from .schedule import TimedCommand
+from patton.sim.functional import FunctionalModel
+from patton.sim.isa import CFR_RESET, Cfr, Command
+from patton.sim.protocol import UNADDRESSED
+from patton.sim.schedule import TimedCommand
 
 __all__ = ["Returned", "replay"]
 

@@ -40,13 +40,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-
-from .device import AF_ROW_BASE, DEVICE, Device
-from .isa import CFR_RANGE, CFR_RESET, COMMAND_SCOPE, Cfr, Command, Scope
-from .protocol import PAYLOAD
+from patton.sim.device import AF_ROW_BASE, DEVICE, Device
+from patton.sim.isa import CFR_RANGE, CFR_RESET, COMMAND_SCOPE, Cfr, Command, Scope
+from patton.sim.protocol import PAYLOAD
 
 if TYPE_CHECKING:
-    from .controller import Issue
+    from patton.sim.controller import Issue
 
 __all__ = ["TimedCommand", "ScheduleError", "WRITES", "parse", "read", "format_line", "write",
            "dumps"]

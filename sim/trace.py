@@ -25,7 +25,6 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
-
 from patton.sim.device import DEVICE, Device
 from patton.sim.isa import CFR_RANGE, MASK_BITS, Cfr, Field, Instruction, Opcode
 from patton.sim.program import Program

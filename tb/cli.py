@@ -41,20 +41,26 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..sim import check, schedule as schedule_format, trace as trace_format
-from ..sim.cycle_model import CycleModel
-from ..sim.device import DEVICE
-from ..sim.schedule import WRITES
-from .prepare import DEFAULT_ROWS, RowsError, fill_payloads
-from .prepare import check_schedule_rows as _check_schedule_rows
-from .prepare import check_trace_rows as _check_trace_rows
-from .replays import Replay, channels_text as _channels_text, clear_dumps as _clear_dumps
-from .replays import copy_dumps as _copy_dumps, rejected as _rejected
-from .replays import rejection_note as _rejection_note, replay_all as _replay_all
-from .replays import stdout_to_stderr as _stdout_to_stderr
+from patton.sim import check
+from patton.sim import schedule as schedule_format
+from patton.sim import trace as trace_format
+from patton.sim.cycle_model import CycleModel
+from patton.sim.device import DEVICE
+from patton.sim.schedule import WRITES
+from patton.tb.prepare import DEFAULT_ROWS, RowsError, fill_payloads
+from patton.tb.prepare import check_schedule_rows as _check_schedule_rows
+from patton.tb.prepare import check_trace_rows as _check_trace_rows
+from patton.tb.replays import Replay
+from patton.tb.replays import channels_text as _channels_text
+from patton.tb.replays import clear_dumps as _clear_dumps
+from patton.tb.replays import copy_dumps as _copy_dumps
+from patton.tb.replays import rejected as _rejected
+from patton.tb.replays import rejection_note as _rejection_note
+from patton.tb.replays import replay_all as _replay_all
+from patton.tb.replays import stdout_to_stderr as _stdout_to_stderr
 
 if TYPE_CHECKING:
-    from .player import SchedulePlayer
+    from patton.tb.player import SchedulePlayer
 
 __all__ = ["add_parser", "player", "fill_payloads", "RowsError", "Replay"]
 
@@ -76,8 +82,8 @@ def player(rows: int = DEFAULT_ROWS, waves: str | None = None) -> SchedulePlayer
     """Return this process's schedule player for ``rows`` rows per bank (built once)."""
     key = (rows, waves)
     if key not in _PLAYERS:
-        from ..hw.params import ChannelParams
-        from .player import SchedulePlayer
+        from patton.hw.params import ChannelParams
+        from patton.tb.player import SchedulePlayer
 
         with _stdout_to_stderr():
             _PLAYERS[key] = SchedulePlayer(ChannelParams(rows=rows), waves=waves)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import BinaryIO
 
-from ..sim.schedule import TimedCommand
+from patton.sim.schedule import TimedCommand
 
 __all__ = ["Driver", "HEAD_BITS", "DATA_BITS", "MASK_BITS"]
 

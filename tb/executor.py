@@ -45,20 +45,19 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-
-from ..hw.isa import REJECTED
-from ..hw.params import ChannelParams
-from ..sim.cycle_model import DeviceState
-from ..sim.device import DEVICE, Device
-from ..sim.executor import CycleExecutor, Result, closed
-from ..sim.isa import Command, Instruction, Opcode
-from ..sim.program import OPCODES, UNSET, Program, Readout
-from ..sim.schedule import TimedCommand
-from ..sim.timing import TIMING, TimingTable
-from .player import SchedulePlayer
-from .reference import verify_from
-from .scoreboard import Discrepancy, Scoreboard
-from .session import Session
+from patton.hw.isa import REJECTED
+from patton.hw.params import ChannelParams
+from patton.sim.cycle_model import DeviceState
+from patton.sim.device import DEVICE, Device
+from patton.sim.executor import CycleExecutor, Result, closed
+from patton.sim.isa import Command, Instruction, Opcode
+from patton.sim.program import OPCODES, UNSET, Program, Readout
+from patton.sim.schedule import TimedCommand
+from patton.sim.timing import TIMING, TimingTable
+from patton.tb.player import SchedulePlayer
+from patton.tb.reference import verify_from
+from patton.tb.scoreboard import Discrepancy, Scoreboard
+from patton.tb.session import Session
 
 __all__ = ["RtlExecutor", "RtlResult", "RtlStats", "head_channels"]
 

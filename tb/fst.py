@@ -20,7 +20,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from .toolchain import BUILD_ROOT
+from patton.tb.toolchain import BUILD_ROOT
 
 __all__ = ["Library", "LIBRARIES", "build_args"]
 

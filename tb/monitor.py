@@ -15,11 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-
-from ..hw.isa import read_layout, violation_layout
-from ..hw.params import ChannelParams
-from ..sim.isa import Command
-from ..sim.timing import TIMING
+from patton.hw.isa import read_layout, violation_layout
+from patton.hw.params import ChannelParams
+from patton.sim.isa import Command
+from patton.sim.timing import TIMING
 
 __all__ = ["RtlRead", "RtlViolation", "PlayResult", "Monitor", "parse_mats"]
 

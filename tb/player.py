@@ -20,18 +20,19 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
-
-from ..hw.generate import TOP, emit_verilog
-from ..hw.isa import command_layout
-from ..hw.params import ChannelParams
-from ..sim.isa import Cfr
-from ..sim.schedule import TimedCommand
-from ..sim.timing import TIMING
-from . import fst
-from .driver import DATA_BITS as _DATA_BITS, HEAD_BITS as _HEAD_BITS, MASK_BITS as _MASK_BITS
-from .driver import Driver
-from .monitor import PlayResult, RtlRead, RtlViolation, parse_mats
-from .toolchain import BUILD_ROOT, build_dir, environment
+from patton.hw.generate import TOP, emit_verilog
+from patton.hw.isa import command_layout
+from patton.hw.params import ChannelParams
+from patton.sim.isa import Cfr
+from patton.sim.schedule import TimedCommand
+from patton.sim.timing import TIMING
+from patton.tb import fst
+from patton.tb.driver import DATA_BITS as _DATA_BITS
+from patton.tb.driver import HEAD_BITS as _HEAD_BITS
+from patton.tb.driver import MASK_BITS as _MASK_BITS
+from patton.tb.driver import Driver
+from patton.tb.monitor import PlayResult, RtlRead, RtlViolation, parse_mats
+from patton.tb.toolchain import BUILD_ROOT, build_dir, environment
 
 __all__ = ["RtlRead", "RtlViolation", "PlayResult", "SchedulePlayer", "DRAIN"]
 
@@ -183,7 +184,7 @@ class SchedulePlayer:
         ``PlayResult.mats`` holds the mats' final contents and ``seconds`` the wall time of the
         simulation, start-up and exit included (packing the commands excluded).
         """
-        from .session import Session, SimulatorError
+        from patton.tb.session import Session, SimulatorError
 
         Driver.check(schedule)
         started = time.perf_counter()

@@ -10,10 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-
-from ..sim.device import AF_ROW_BASE, DEVICE
-from ..sim.isa import Instruction
-from ..sim.schedule import TimedCommand
+from patton.sim.device import AF_ROW_BASE, DEVICE
+from patton.sim.isa import Instruction
+from patton.sim.schedule import TimedCommand
 
 __all__ = ["DEFAULT_ROWS", "RowsError", "fill_payloads", "suggest_rows", "check_trace_rows",
            "check_schedule_rows"]

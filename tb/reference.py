@@ -11,15 +11,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-
-from ..sim.check import Violation, verify
-from ..sim.cycle_model import DeviceState
-from ..sim.device import AF_ROW_BASE, DEVICE, Device
-from ..sim.functional import FunctionalModel
-from ..sim.isa import Command
-from ..sim.replay import Returned, replay
-from ..sim.schedule import TimedCommand
-from ..sim.timing import TIMING
+from patton.sim.check import Violation, verify
+from patton.sim.cycle_model import DeviceState
+from patton.sim.device import AF_ROW_BASE, DEVICE, Device
+from patton.sim.functional import FunctionalModel
+from patton.sim.isa import Command
+from patton.sim.replay import Returned, replay
+from patton.sim.schedule import TimedCommand
+from patton.sim.timing import TIMING
 
 __all__ = ["Reference", "return_order", "verify_from"]
 

@@ -29,17 +29,16 @@ import numpy as np
 from cocotb.clock import Clock
 from cocotb.simtime import get_sim_time
 from cocotb.triggers import RisingEdge, Timer, ValueChange
-
-from ..hw.params import ChannelParams
-from ..sim.executor import CycleExecutor, closed
-from ..sim.isa import Instruction, Opcode, channel_bit
-from ..sim.random_programs import KINDS, random_program
-from ..sim.timing import TIMING
-from .driver import Driver
-from .monitor import Monitor, PlayResult, RtlRead, RtlViolation, parse_mats
-from .player import DRAIN, SchedulePlayer
-from .reference import Reference, verify_from
-from .scoreboard import Scoreboard
+from patton.hw.params import ChannelParams
+from patton.sim.executor import CycleExecutor, closed
+from patton.sim.isa import Instruction, Opcode, channel_bit
+from patton.sim.random_programs import KINDS, random_program
+from patton.sim.timing import TIMING
+from patton.tb.driver import Driver
+from patton.tb.monitor import Monitor, PlayResult, RtlRead, RtlViolation, parse_mats
+from patton.tb.player import DRAIN, SchedulePlayer
+from patton.tb.reference import Reference, verify_from
+from patton.tb.scoreboard import Scoreboard
 
 __all__ = ["Bench"]
 

@@ -23,12 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..sim.device import AF_ROW_BASE
-from ..sim.schedule import TimedCommand
+from patton.sim.device import AF_ROW_BASE
+from patton.sim.schedule import TimedCommand
 
 if TYPE_CHECKING:
-    from .player import PlayResult, RtlViolation, SchedulePlayer
-    from .scoreboard import Verdict
+    from patton.tb.player import PlayResult, RtlViolation, SchedulePlayer
+    from patton.tb.scoreboard import Verdict
 
 __all__ = ["Replay", "groups", "signature", "replay_group", "replay_all", "rtl_text",
            "rejected", "rejection_note", "channels_text", "run_dir", "clear_dumps",
@@ -114,9 +114,9 @@ class Replay:
 def replay_group(play: SchedulePlayer, group: list[list[TimedCommand]], name: str,
             values: bool) -> Replay:
     """Replay the first schedule of a channel group on the RTL and score it."""
-    from ..hw.isa import REJECTED, ProtocolCode
-    from .player import PlayResult
-    from .scoreboard import score
+    from patton.hw.isa import REJECTED, ProtocolCode
+    from patton.tb.player import PlayResult
+    from patton.tb.scoreboard import score
 
     cmds = group[0]
     to_rtl = [c for c in cmds if c.row < AF_ROW_BASE]
@@ -142,7 +142,7 @@ def replay_group(play: SchedulePlayer, group: list[list[TimedCommand]], name: st
 
 
 def rtl_text(v: RtlViolation) -> str:
-    from ..hw.isa import ProtocolCode
+    from patton.hw.isa import ProtocolCode
 
     parts = [f"cycle {v.cycle} {v.command.name}"]
     if v.rules:
@@ -199,7 +199,7 @@ def channels_text(channels: list[int]) -> str:
 
 def run_dir(name: str) -> Path:
     """Where :meth:`SchedulePlayer.play` runs a replay called ``name`` in this process."""
-    from .toolchain import BUILD_ROOT
+    from patton.tb.toolchain import BUILD_ROOT
 
     return BUILD_ROOT / "runs" / f"{name}-{os.getpid()}"
 

@@ -17,14 +17,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-
-from ..sim.check import Violation, verify
-from ..sim.device import AF_ROW_BASE, DEVICE, Device
-from ..sim.functional import FunctionalModel
-from ..sim.replay import replay
-from ..sim.schedule import TimedCommand
-from ..sim.timing import TIMING
-from .monitor import PlayResult, RtlRead
+from patton.sim.check import Violation, verify
+from patton.sim.device import AF_ROW_BASE, DEVICE, Device
+from patton.sim.functional import FunctionalModel
+from patton.sim.replay import replay
+from patton.sim.schedule import TimedCommand
+from patton.sim.timing import TIMING
+from patton.tb.monitor import PlayResult, RtlRead
 
 __all__ = ["Verdict", "score", "Scoreboard", "Discrepancy", "ScoreboardError"]
 
@@ -241,7 +240,7 @@ class Scoreboard:
               found: Sequence[Violation], program: int, channel: int) -> None:
         """Compare the RTL checker's flags (``result.violations``) with ``verify``'s
         (``found``, for ``schedule``)."""
-        from ..hw.isa import ProtocolCode
+        from patton.hw.isa import ProtocolCode
 
         rtl: dict[int, tuple[frozenset[int], bool, str]] = {}
         for v in result.violations:

@@ -42,15 +42,14 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
-
-from ..sim.schedule import TimedCommand
-from ..sim.timing import TIMING
-from .driver import Driver
-from .monitor import Monitor, PlayResult, RtlRead, RtlViolation, parse_mats
-from .toolchain import BUILD_ROOT
+from patton.sim.schedule import TimedCommand
+from patton.sim.timing import TIMING
+from patton.tb.driver import Driver
+from patton.tb.monitor import Monitor, PlayResult, RtlRead, RtlViolation, parse_mats
+from patton.tb.toolchain import BUILD_ROOT
 
 if TYPE_CHECKING:
-    from .player import SchedulePlayer
+    from patton.tb.player import SchedulePlayer
 
 __all__ = ["Session", "SimulatorError"]
 
@@ -251,7 +250,7 @@ class Session:
         own cycles (``cycles``: the end line's cycle, the drain included; ``seconds``: the
         segment's wall time). The channel keeps its state for the next call.
         """
-        from .player import DRAIN
+        from patton.tb.player import DRAIN
 
         self._live()
         offset = self.offset
@@ -325,7 +324,7 @@ class Session:
 
 
 def _sim_env() -> dict[str, str]:
-    from .player import _SIM_ENV
+    from patton.tb.player import _SIM_ENV
 
     return dict(_SIM_ENV)
 

@@ -6,7 +6,6 @@ import dataclasses
 
 import numpy as np
 import pytest
-
 from patton.sim import schedule, trace
 from patton.sim.check import verify
 from patton.sim.cycle_model import CycleModel

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from patton.sim import trace
 from patton.sim.check import verify
 from patton.sim.cycle_model import CycleModel

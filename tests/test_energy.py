@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from patton.sim.energy import CONSTANTS, energy
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from patton.sim import trace
 from patton.sim.cycle_model import CycleModel, DeviceState
 from patton.sim.device import DEVICE
@@ -100,3 +99,20 @@ def test_readout_index_points_at_the_reading_instruction():
     assert [(r.index, r.channel) for r in out] == [(1, 1), (2, 1), (2, 0)]  # ch 31 first
     assert program.op[out[0].index] == OP_ID[Opcode.RD_MEM]
     assert np.array_equal(out[0].data, program[0].data)
+
+
+def test_a_program_ends_when_its_writes_are_done():
+    """The public simulator ends at EOC with a lone W MEM still buffered (never issued); an
+    executor waits for it, so the schedule and the next program see the write."""
+    rng = np.random.default_rng(3)
+    words = _words(rng, 16)
+    write = closed([Instruction(Opcode.WR_MEM, channel=2, bank=4, row=7, col=9, data=words)])
+    public = CycleModel(record=True).run(write)
+    assert not any(c.command.name == "WR" for c in public.schedule)  # as the public simulator
+    live = CycleExecutor()
+    done = live.run(write)
+    assert [c.command.name for c in done.schedule] == ["ACT", "WR"]
+    assert done.cycles > public.cycles
+    read = live.run([Instruction(Opcode.RD_MEM, channel=2, bank=4, row=7, col=9)])
+    assert "ACT" not in read.command_counts[2]  # the row the write opened is still open
+    assert np.array_equal(read.readouts[0].data, words)

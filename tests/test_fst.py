@@ -6,7 +6,6 @@ import struct
 from pathlib import Path
 
 import pytest
-
 from patton.tb import fst
 from patton.tb.toolchain import BUILD_ROOT
 

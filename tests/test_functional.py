@@ -7,12 +7,11 @@ import tracemalloc
 
 import numpy as np
 import pytest
-
 from patton.sim import datapath as dp
 from patton.sim.device import AF_ROW_BASE, DEVICE
 from patton.sim.functional import FunctionalModel, ProtocolError
-from patton.sim.program import Readout
 from patton.sim.isa import Cfr, Command, Instruction, Opcode, channel_bit
+from patton.sim.program import Readout
 
 BANKS, LANES, COLS = DEVICE.banks, DEVICE.lanes, DEVICE.columns
 C = Command

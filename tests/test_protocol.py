@@ -22,13 +22,19 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from patton.sim.check import verify
 from patton.sim.device import AF_ROW_BASE, DEVICE
 from patton.sim.functional import FunctionalModel, ProtocolError
 from patton.sim.isa import Cfr, Command
 from patton.sim.protocol import (
-    PAYLOAD, RULES, Mode, Need, Operand, State, Targets, consistent,
+    PAYLOAD,
+    RULES,
+    Mode,
+    Need,
+    Operand,
+    State,
+    Targets,
+    consistent,
 )
 from patton.sim.schedule import TimedCommand
 from patton.sim.timing import TIMING

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from patton.sim.cycle_model import CycleModel
 from patton.sim.functional import FunctionalModel
 from patton.sim.isa import Command, Instruction, Opcode, channel_bit

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from patton.cli import main
 from patton.sim import schedule, trace
 from patton.sim.check import verify
 from patton.sim.random_programs import KINDS, random_program
+
+from patton.cli import main
 
 pytestmark = pytest.mark.verilator
 

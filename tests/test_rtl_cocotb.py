@@ -8,7 +8,6 @@ model (functional replay) and the scoreboard run inside the simulator's Python.
 from __future__ import annotations
 
 import pytest
-
 from patton.hw.params import ChannelParams
 
 pytestmark = pytest.mark.verilator
@@ -26,7 +25,6 @@ def player():
 @pytest.mark.parametrize("name", REGRESSIONS)
 def test_cocotb_regression(player, name, tmp_path):
     from cocotb_tools.runner import get_results
-
     from patton.tb.player import _SIM_ENV
 
     schedule = tmp_path / "schedule.hex"

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from patton.sim.device import DEVICE
 from patton.sim.executor import CycleExecutor, FunctionalExecutor
 from patton.sim.isa import Instruction, Opcode, channel_bit

@@ -13,7 +13,6 @@ import dataclasses
 
 import numpy as np
 import pytest
-
 from patton.hw.params import ChannelParams
 from patton.sim.cycle_model import CycleModel
 from patton.sim.isa import Cfr, Command, Instruction, Opcode, channel_bit
@@ -151,8 +150,8 @@ def test_rd_and_rdmac16_returning_together_are_both_bit_exact(player):
 
 
 def test_mutated_schedules_get_the_models_verdict(player):
-    from patton.tb.scoreboard import score
     from patton.sim.check import verify
+    from patton.tb.scoreboard import score
 
     rng = np.random.default_rng(11)
     program = random_program(rng, 40, channels=1, rows=3, data=True, kinds=RTL_KINDS,

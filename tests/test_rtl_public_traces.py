@@ -14,13 +14,13 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from patton.cli import main
 from patton.hw.isa import REJECTED
 from patton.sim import trace as trace_io
 from patton.sim.cycle_model import CycleModel
 from patton.sim.device import AF_ROW_BASE
 from patton.sim.isa import Command
+
+from patton.cli import main
 
 pytestmark = pytest.mark.verilator
 

@@ -10,7 +10,6 @@ metadata names.
 from __future__ import annotations
 
 import pytest
-
 from patton.runtime.config import Config, ModelSpec
 from patton.runtime.metadata import CzPlace, Mode
 from patton.sim.device import DEVICE

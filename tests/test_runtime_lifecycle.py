@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from patton.runtime.config import Config, ModelSpec
 from patton.runtime.errors import (
-    BlockStateError, CapacityError, DoubleFree, DuplicateBlock, OffsetError, ReadOnlyBlock,
-    UnknownBlock, UnknownRequest,
+    BlockStateError,
+    CapacityError,
+    DoubleFree,
+    DuplicateBlock,
+    OffsetError,
+    ReadOnlyBlock,
+    UnknownBlock,
+    UnknownRequest,
 )
 from patton.runtime.lifecycle import Runtime
 from patton.runtime.metadata import CzPlace, Mode, ValuePlace

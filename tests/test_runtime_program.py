@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from patton.runtime import plans
 from patton.runtime import reference_programs as ref
 from patton.runtime.config import Config, ModelSpec
@@ -21,7 +20,6 @@ from patton.sim.isa import Instruction, Opcode
 from patton.sim.program import Program, concat
 from patton.sim.serving.loop import apply_lifecycle
 from patton.sim.serving.scenario import Tokens, generate
-
 from test_runtime_e2e import CASES, _config
 
 

@@ -11,7 +11,6 @@ import numpy as np
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
-
 from patton.runtime.config import Config, ModelSpec
 from patton.runtime.errors import CapacityError, PattonError, ReadOnlyBlock
 from patton.runtime.lifecycle import Runtime

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from patton.runtime import layout, plans
 from patton.runtime import reference_templates as tpl
 from patton.runtime.batch import Batch
@@ -24,7 +23,6 @@ from patton.runtime.lifecycle import Runtime
 from patton.runtime.metadata import CzPlace, KeyPlace, Mode, ValuePlace
 from patton.runtime.tables import KeyTable, ValueTable
 from patton.sim.program import FIELDS, Program
-
 from test_runtime_e2e import _config
 from test_runtime_program import _ref_writes, _same
 

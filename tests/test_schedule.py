@@ -8,7 +8,6 @@ import json
 
 import numpy as np
 import pytest
-
 from patton.sim import schedule, trace
 from patton.sim.cycle_model import CycleModel
 from patton.sim.functional import FunctionalModel
@@ -167,8 +166,9 @@ def test_replay_from_text_equals_replay_in_memory(seed, tmp_path):
 
 @pytest.mark.verilator
 def test_cli_round_trip_replays_the_data_rtl_run_replays(tmp_path, capsys):
-    from patton.cli import main
     from patton.tb.cli import DEFAULT_ROWS, fill_payloads, player
+
+    from patton.cli import main
 
     program = _program(11, channels=2, length=40,
                        kinds=tuple(k for k in KINDS if k not in ("ewmul", "af", "rd_af")))

@@ -15,9 +15,16 @@ import json
 from pathlib import Path
 
 import pytest
-
-from patton.sim.serving.block_pool import (ALLOC, CACHE, EVICT, RELEASE, SHARE, UNSHARE,
-                                           BlockEvent, BlockPool)
+from patton.sim.serving.block_pool import (
+    ALLOC,
+    CACHE,
+    EVICT,
+    RELEASE,
+    SHARE,
+    UNSHARE,
+    BlockEvent,
+    BlockPool,
+)
 from patton.sim.serving.clients import Request, run
 from patton.sim.serving.conversations import read
 from patton.sim.serving.engine import SETTINGS, EmbeddedEngine

@@ -9,10 +9,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-
 from patton.sim.serving import conversations as cv
-from patton.sim.serving.clients import (ClientError, Clients, Finished, Request, Scheduled,
-                                        StepOutput, run)
+from patton.sim.serving.clients import (
+    ClientError,
+    Clients,
+    Finished,
+    Request,
+    Scheduled,
+    StepOutput,
+    run,
+)
 from patton.sim.serving.conversations import Conversation, WorkloadError
 
 DATA = Path(__file__).resolve().parent / "data"

@@ -6,7 +6,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from conftest import OUTSIDE, TRACES
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from patton.sim import trace
 from patton.sim.device import DEVICE
 from patton.sim.isa import Instruction, Opcode, channel_bit, mask_channels

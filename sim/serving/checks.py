@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
 from patton.runtime import reference_attention as ref
 from patton.runtime.lifecycle import Runtime
 from patton.runtime.metadata import CzPlace

@@ -14,7 +14,6 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import numpy as np
-
 from patton.runtime.config import Config
 from patton.runtime.errors import CapacityError
 from patton.runtime.lifecycle import Runtime

@@ -49,8 +49,16 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
-from patton.sim.serving.block_pool import (ALLOC, CACHE, EVICT, RELEASE, SHARE, UNSHARE,
-                                           BlockEvent, Observer)
+from patton.sim.serving.block_pool import (
+    ALLOC,
+    CACHE,
+    EVICT,
+    RELEASE,
+    SHARE,
+    UNSHARE,
+    BlockEvent,
+    Observer,
+)
 from patton.sim.serving.clients import Finished, Request, Scheduled, StepOutput
 from patton.sim.serving.kv_cache import Placement, PrefixKeys
 
@@ -93,19 +101,28 @@ def import_vllm() -> SimpleNamespace:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
     try:
+        import torch
         import vllm
-        from vllm.config import (CacheConfig, DeviceConfig, KVEventsConfig, ModelConfig,
-                                 SchedulerConfig, VllmConfig)
+        from vllm.config import (
+            CacheConfig,
+            DeviceConfig,
+            KVEventsConfig,
+            ModelConfig,
+            SchedulerConfig,
+            VllmConfig,
+        )
         from vllm.sampling_params import SamplingParams
         from vllm.utils.hashing import get_hash_fn_by_name
         from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
         from vllm.v1.core.sched.scheduler import Scheduler
-        from vllm.v1.kv_cache_interface import (FullAttentionSpec, KVCacheConfig,
-                                                KVCacheGroupSpec)
+        from vllm.v1.kv_cache_interface import (
+            FullAttentionSpec,
+            KVCacheConfig,
+            KVCacheGroupSpec,
+        )
         from vllm.v1.outputs import ModelRunnerOutput
         from vllm.v1.request import Request as VRequest
         from vllm.v1.structured_output import StructuredOutputManager
-        import torch
     except ImportError as e:
         raise VllmUnavailable(
             f"vLLM {VLLM_VERSION} is not importable here ({e}); install it in a separate "

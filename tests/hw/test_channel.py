@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 from amaranth.hdl import ClockDomain, Module
 from amaranth.sim import Simulator
-
 from patton.hw.channel import Channel
 from patton.hw.isa import Opcode, ProtocolCode, command_layout
 from patton.hw.params import ChannelParams
@@ -20,7 +19,8 @@ from patton.sim.check import verify
 from patton.sim.cycle_model import CycleModel
 from patton.sim.device import DEVICE
 from patton.sim.functional import FunctionalModel
-from patton.sim.isa import Cfr, Command, Instruction, Opcode as Op, channel_bit
+from patton.sim.isa import Cfr, Command, Instruction, channel_bit
+from patton.sim.isa import Opcode as Op
 from patton.sim.replay import replay
 from patton.sim.schedule import TimedCommand
 from patton.sim.timing import TIMING

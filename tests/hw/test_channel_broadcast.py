@@ -15,12 +15,12 @@ import dataclasses
 
 import numpy as np
 import pytest
-
 from patton.hw.isa import ProtocolCode
 from patton.sim.check import verify
 from patton.sim.device import DEVICE
 from patton.sim.functional import FunctionalModel, ProtocolError
-from patton.sim.isa import CFR_RESET, Cfr, Command, Instruction, Opcode as Op
+from patton.sim.isa import CFR_RESET, Cfr, Command, Instruction
+from patton.sim.isa import Opcode as Op
 from patton.sim.schedule import TimedCommand
 from test_channel import CH0, assert_same_reads, expected_reads, run_many, schedule_of
 

@@ -8,7 +8,6 @@ values bit for bit.
 from __future__ import annotations
 
 import numpy as np
-
 from patton.sim.check import verify
 from patton.sim.device import DEVICE
 from patton.sim.functional import FunctionalModel

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 from amaranth.sim import Simulator
-
 from patton.hw.bank import Bank
 from patton.hw.decoder import Decoder
 from patton.hw.global_buffer import GlobalBuffer

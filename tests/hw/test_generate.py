@@ -10,7 +10,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from patton.hw import cli, generate
 from patton.hw.mat import MAT_MODULE, mat_verilog
 
@@ -92,7 +91,6 @@ def test_generated_verilog_lints(emitted):
 def _stand_in_outputs(steps: list[dict]) -> list[int]:
     """Return ``rd_data`` after each step's clock edge, from the Amaranth stand-in mat."""
     from amaranth.sim import Simulator
-
     from patton.hw.mat import Mat
     from patton.hw.params import ChannelParams
 

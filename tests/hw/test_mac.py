@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 from amaranth.back import verilog
 from amaranth.sim import Simulator
-
 from patton.hw.mac import LANES, Bf16Readout, BiasLoad, MacUnit
 from patton.sim import datapath
 
