@@ -1,6 +1,6 @@
 """The PATTON runtime: vLLM's block pool over placement metadata, and the programs it emits.
 
-Mirrors vLLM's block pool (``reference/vllm-kv-cache.md``): a block id is bound by
+Mirrors vLLM's block pool (vLLM 0.33's, restated in ``patton.sim.serving.block_pool``): a block id is bound by
 :meth:`Runtime.allocate`, written by :meth:`Runtime.write`, shared by :meth:`Runtime.share`
 (reference count up, nothing copied), released by :meth:`Runtime.free` (reference count down;
 a full block at zero references stays mapped as *cached*; a partial one is released with its

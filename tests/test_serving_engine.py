@@ -125,7 +125,7 @@ def test_prefix_keys_are_chained():
 
 
 def test_free_queue_order_matches_vllm_trace():
-    """vLLM 0.33 (vllm-kv-cache.md 3.2): unhashed blocks to the head, hashed to the tail."""
+    """vLLM 0.33 (its free_blocks): unhashed blocks to the head, hashed to the tail."""
     m = Manager()
     a = list(range(100, 110))  # 10 tokens
     assert m.admit("A", a) == []

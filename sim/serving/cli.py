@@ -8,7 +8,7 @@ patton-wo-cz|patton-no-o2v] [--model M] [--clients C] [--pool P] [--num-blocks N
 [--block-size 16] [--max-num-seqs S] [--max-batched-tokens B] [--max-model-len L]
 [--steps N] [--json]``
     Serve the file with the closed-loop client model through an engine with a KV-cache runtime
-    attached, and report the run (serving-workload.md's keys), the live context tokens and the
+    attached, and report the run (the report keys of ``docs/serving.md``), the live context tokens and the
     runtime's capacity use. Without ``--num-blocks`` the KV memory is the 16 GiB AiM device
     (``runtimes.capacity``). ``--json`` prints one JSON object and nothing else on stdout.
 
@@ -51,7 +51,7 @@ class Meter:
 
     The **live context** is the tokens every live conversation holds: a conversation with a
     request in flight holds the request's prompt and the output tokens emitted so far
-    (serving-workload.md item 5: a scheduled request whose computed tokens reach its length
+    (the client model's item 5, ``docs/serving.md``: a scheduled request whose computed tokens reach its length
     emits one), one between turns the prompt and output of its last turn; a conversation
     leaves (and holds nothing) after a turn whose next turn does not fit ``max_model_len``.
     It is what an ideal prefix cache would keep for every next turn to hit.

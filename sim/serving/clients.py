@@ -1,6 +1,6 @@
 """The closed-loop client model of the multi-turn serving workload, driving any engine.
 
-Exactly items 1-5 of serving-workload.md's client model, at the level of scheduler steps:
+Exactly items 1-5 of the client model of ``docs/serving.md``, at the level of scheduler steps:
 
 1. ``clients`` C own ``pool // C`` slots each; the conversations are taken from the file in
    order and fill slot 0 of clients 0..C-1, then slot 1 of clients 0..C-1, and so on.

@@ -252,7 +252,7 @@ def _truncated(text: str, start: int) -> bool:
 def sharegpt_messages(element: Any) -> list[str] | None:
     """Return the cleaned user/assistant texts of one ShareGPT element, or None to drop it.
 
-    Exactly as serving-workload.md says: keep ``human``/``gpt`` messages (other speakers, e.g.
+    Exactly as ``docs/serving.md`` says: keep ``human``/``gpt`` messages (other speakers, e.g.
     ``system`` or ``bing``, are dropped); drop those whose value is empty after stripping (the
     kept text itself is *not* stripped); merge consecutive messages of one speaker, joined with
     a newline; drop a leading ``gpt`` message; keep the conversation only if it has at least one

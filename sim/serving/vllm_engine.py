@@ -1,7 +1,7 @@
 """Real vLLM 0.33 as a serving engine: its v1 ``Scheduler`` driven in-process on CPU, no model.
 
 :class:`VllmEngine` implements :class:`patton.sim.serving.clients.Engine` with vLLM's own
-``Scheduler`` + ``KVCacheManager`` (vllm-kv-cache.md §8, "Driving it without an engine"):
+``Scheduler`` + ``KVCacheManager`` (driven without an engine, as ``docs/serving.md`` describes):
 
 * ``VllmConfig`` from a ``ModelConfig`` on a temporary directory holding only a tiny Llama
   ``config.json`` (``skip_tokenizer_init``, ``HF_HUB_OFFLINE=1``), ``DeviceConfig("cpu")``,
@@ -75,7 +75,7 @@ class VllmUnavailable(ImportError):
 
 @dataclass(frozen=True, slots=True)
 class VllmParams:
-    """vLLM v1 engine parameters of a run (serving-workload.md, "Engine parameters").
+    """vLLM v1 engine parameters of a run (``docs/serving.md``).
 
     Invariants: ``num_blocks >= 2`` (block 0 is vLLM's null block, so ``num_blocks - 1`` are
     usable); every other count >= 1.
