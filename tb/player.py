@@ -151,8 +151,8 @@ class SchedulePlayer:
 
     def _pack(self, cmd: TimedCommand) -> int:
         # ``broadcast``: CFR BROADCAST as the command's instruction was decoded (the schedule
-        # carries the CFRs; W CFR puts nothing on the bus). Commands without an instruction
-        # (read from a schedule file) run under the reset value, 0.
+        # carries the CFRs, also in its text form as ``cfr=``; W CFR puts nothing on the bus).
+        # An empty ``cfr`` means the reset values: BROADCAST 0.
         cfr = cmd.cfr
         fields = {"valid": 1, "command": int(cmd.command), "bank": max(cmd.bank, 0),
                   "row": max(cmd.row, 0), "col": max(cmd.col, 0),
