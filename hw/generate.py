@@ -1,6 +1,9 @@
 """Generate the channel's Verilog: the Amaranth design plus the DRAM mat macro it instantiates.
 
-``emit_verilog(out_dir, rows=N)`` writes three files into ``out_dir``:
+``emit_verilog(out_dir, rows=N, timing=PROFILE)`` writes three files into ``out_dir``; the
+timing checker inside is generated from that timing profile (default ``aimsim-0f28a07``), so
+profiles whose rules differ give different channel files (the default's text is what it was
+before profiles existed, so existing Verilator builds stay valid):
 
 ``patton_channel.v``
     The channel (decoder, banks, MAC PUs, global buffer, read path, timing checker), converted
@@ -22,6 +25,7 @@ from amaranth.back import verilog
 from patton.hw.channel import Channel
 from patton.hw.mat import MAT_MODULE, mat_verilog
 from patton.hw.params import ChannelParams
+from patton.sim.timing import DEFAULT_PROFILE, Timing, timing_table
 
 __all__ = ["emit_verilog", "waivers", "TOP"]
 
@@ -46,7 +50,8 @@ def waivers(name: str = TOP) -> str:
 
 
 def emit_verilog(out_dir: str | os.PathLike[str], params: ChannelParams | None = None, *,
-                 rows: int | None = None, name: str = TOP, mac=None) -> list[Path]:
+                 rows: int | None = None, name: str = TOP, mac=None,
+                 timing: Timing = DEFAULT_PROFILE) -> list[Path]:
     """Write the channel Verilog, the mat macro and the waivers; return the three paths.
 
     Parameters
@@ -61,11 +66,15 @@ def emit_verilog(out_dir: str | os.PathLike[str], params: ChannelParams | None =
         Module name of the channel.
     mac : module-like, optional
         Provider of the MAC units (default :mod:`patton.hw.mac`).
+    timing : str or TimingTable
+        Timing profile the channel's checker is generated from (default ``aimsim-0f28a07``).
 
     Raises
     ------
     ValueError
         If ``rows`` is not a positive integer that the command port can address.
+    UnknownProfileError
+        If ``timing`` names no profile.
     """
     if params is None:
         params = ChannelParams()
@@ -73,7 +82,8 @@ def emit_verilog(out_dir: str | os.PathLike[str], params: ChannelParams | None =
         params = replace(params, rows=rows)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    top = Channel(params, blackbox=True, mac=mac)
+    timing = timing_table(timing)
+    top = Channel(params, blackbox=True, mac=mac, timing=timing)
     text = verilog.convert(top, name=name, emit_src=False, strip_internal_attrs=True)
     channel = out / f"{name}.v"
     channel.write_text(_HEADER.format(what="channel", p=params) + text)

@@ -1,7 +1,10 @@
 """Timing checker: flags every command issued before the timing table allows.
 
-The rules are generated from :data:`patton.sim.timing.TIMING` (``TIMING.before``), never copied
-by hand, and applied as the controller and :func:`patton.sim.check.verify` apply them: channel
+The rules are generated from a timing profile's table (``timing.before``, the default profile
+``aimsim-0f28a07`` unless one is named; :mod:`patton.sim.timing`), never copied by hand, so a
+checker built for ``aimsim-2eb1ee0`` flags exactly what ``verify(..., timing="aimsim-2eb1ee0")``
+lists. Rule ids are slots, below ``hw.isa.RULES`` in every profile (bit ``i`` of ``rules`` is
+slot ``i``; a slot the profile leaves empty is never set). They are applied as the controller and :func:`patton.sim.check.verify` apply them: channel
 rules to every command; bank-group and bank rules to single-bank commands, at the command's
 bank group and bank; only the last issue of each preceding command counts.
 
@@ -19,18 +22,19 @@ from amaranth.lib.wiring import In, Out
 from patton.hw.isa import BANK_BITS, BANKED, IMPLEMENTED, RULE_BITS, RULES, Opcode
 from patton.hw.params import ChannelParams
 from patton.sim.isa import Command, Scope
-from patton.sim.timing import LEVELS, TIMING, TimingTable
+from patton.sim.timing import DEFAULT_PROFILE, LEVELS, Timing, TimingTable, timing_table
 
 __all__ = ["TimingChecker", "checked_rules"]
 
 
-def checked_rules(timing: TimingTable = TIMING) -> dict[Scope, dict[Command, tuple]]:
+def checked_rules(timing: Timing = DEFAULT_PROFILE) -> dict[Scope, dict[Command, tuple]]:
     """Return the checks the RTL makes: ``[level][following] -> ((rule, preceding, gap), ...)``.
 
     Only implemented commands are checked, only implemented commands start a wait, and gaps
     of at most one cycle are left out (one command per cycle meets them by construction).
     Bank-group and bank rules are kept only for single-bank commands.
     """
+    timing = timing_table(timing)
     out: dict[Scope, dict[Command, tuple]] = {}
     for level in LEVELS:
         table: dict[Command, tuple] = {}
@@ -53,8 +57,8 @@ class TimingChecker(wiring.Component):
     ----------
     params : ChannelParams
         Organisation (banks, bank groups).
-    timing : TimingTable
-        The rules (the public simulator's table unless a test says otherwise).
+    timing : str or TimingTable
+        The timing profile (name or table; default ``aimsim-0f28a07``).
 
     Members
     -------
@@ -68,11 +72,16 @@ class TimingChecker(wiring.Component):
         Combinational: bit ``i`` set when rule ``i`` is broken.
     """
 
-    def __init__(self, params: ChannelParams, timing: TimingTable = TIMING) -> None:
+    def __init__(self, params: ChannelParams, timing: Timing = DEFAULT_PROFILE) -> None:
         if not isinstance(params, ChannelParams):
             raise TypeError(f"params must be a ChannelParams, not {params!r}")
-        if not isinstance(timing, TimingTable):
+        if not isinstance(timing, (str, TimingTable)):
             raise TypeError(f"timing must be a TimingTable, not {timing!r}")
+        timing = timing_table(timing)
+        wide = [r.id for r in timing.rules if r.id >= RULES]
+        if wide:
+            raise ValueError(f"timing {timing.name!r}: rule ids {wide} do not fit the "
+                             f"{RULES}-bit rule mask (hw.isa.RULES)")
         self._params = params
         self._timing = timing
         self._checks = checked_rules(timing)

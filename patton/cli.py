@@ -1,12 +1,16 @@
 """The ``patton`` command.
 
-``patton aim run TRACE [--json] [--schedule OUT]``
+``patton aim run TRACE [--json] [--schedule OUT] [--timing PROFILE]``
     Run the cycle model on a trace (the public AiM simulator's format or ours) and report
     cycles, per-channel command counts and energy. ``--schedule`` writes the timed command
     schedule with the data it carries (the trace's payloads, lane masks, CFR state and the
     instruction each command came from; ``patton.sim.schedule``).
-``patton aim check SCHEDULE [--json]``
+``patton aim check SCHEDULE [--json] [--timing PROFILE]``
     List every timing, bus and protocol violation in a timed schedule; exit 1 if there is any.
+
+``--timing`` picks the public simulator's GDDR6 timing rules: ``aimsim-0f28a07`` (its head, the
+default) or ``aimsim-2eb1ee0`` (the commit CENT pins; ``docs/timing-profiles.md``). The JSON
+output names the profile used (``"timing"``).
 ``patton runtime scenario [--model M] [--requests N] [--steps N] [--seed S] [--json]``
     Run a PATTON serving scenario on the functional and cycle models.
 ``patton rtl run TRACE [--rows N] [--seed S] [--waves FILE] [--json]``
@@ -15,9 +19,9 @@
     Replay a timed schedule on the RTL; compare its checker's verdict with the model's.
 ``patton hw verilog [--rows N] [--out DIR]``
     Write the RTL channel's Verilog and the DRAM mat macro.
-``patton demo``
-    Run a GEMV on the device model: cycles and energy from the cycle model, values from the
-    functional model, checked against NumPy.
+``patton demo [--device rtl|model] [--steps N] [--waves STEP] [--json]``
+    Serve a multi-turn chat through the PATTON runtime on four live RTL channels (or the
+    models), checking every step (``patton.demo``).
 """
 
 from __future__ import annotations
@@ -31,13 +35,15 @@ from collections.abc import Sequence
 from patton.sim import check, schedule, trace
 from patton.sim.cycle_model import CycleModel
 from patton.sim.energy import energy
+from patton.sim.timing import DEFAULT_PROFILE, PROFILES
 
 
 def _aim_run(args: argparse.Namespace) -> int:
     program = trace.read(args.trace)
     show = args.progress or sys.stderr.isatty()
-    model = CycleModel(record=args.schedule is not None, group=not args.no_group,
-                       skip=not args.per_cycle, progress=_progress if show else None)
+    model = CycleModel(timing=args.timing, record=args.schedule is not None,
+                       group=not args.no_group, skip=not args.per_cycle,
+                       progress=_progress if show else None)
     start = time.perf_counter()
     result = model.run(program)
     seconds = time.perf_counter() - start
@@ -49,6 +55,7 @@ def _aim_run(args: argparse.Namespace) -> int:
         schedule.write(args.schedule, result.schedule)
     report = {
         "trace": str(args.trace),
+        "timing": model.timing.name,
         "cycles": result.cycles,
         "time_ns": result.cycles * model.device.cycle_ns,
         "commands": result.commands,
@@ -67,6 +74,7 @@ def _aim_run(args: argparse.Namespace) -> int:
         for name, n in counts.items():
             totals[name] = totals.get(name, 0) + n
     print(f"trace      {args.trace}")
+    print(f"timing     {model.timing.name}")
     print(f"cycles     {result.cycles} ({result.cycles * 0.5:.1f} ns)")
     print(f"commands   {result.commands} on {len(result.command_counts)} channel(s): "
           + ", ".join(f"{k} {v}" for k, v in sorted(totals.items())))
@@ -86,9 +94,10 @@ def _progress(done: int, total: int, cycle: int) -> None:
 
 def _aim_check(args: argparse.Namespace) -> int:
     commands = schedule.read(args.schedule)
-    found = check.verify(commands)
+    found = check.verify(commands, timing=args.timing)
     if args.json:
-        json.dump({"schedule": str(args.schedule), "commands": len(commands),
+        json.dump({"schedule": str(args.schedule), "timing": args.timing,
+                   "commands": len(commands),
                    "violations": len(found),
                    "list": [{"kind": v.kind, "cycle": v.cycle, "channel": v.channel,
                              "command": v.command.name, "rule": v.rule,
@@ -99,14 +108,18 @@ def _aim_check(args: argparse.Namespace) -> int:
     else:
         for v in found:
             print(f"{args.schedule}:{v}")
-        print(f"{len(commands)} commands, {len(found)} violation(s)")
+        print(f"{len(commands)} commands, {len(found)} violation(s) (timing {args.timing})")
     return 1 if found else 0
 
 
-def _demo(args: argparse.Namespace) -> int:
-    from patton.demo import gemv_demo
+def add_timing_option(sub: argparse.ArgumentParser) -> None:
+    """Add ``--timing PROFILE`` (one of :data:`patton.sim.timing.PROFILES`) to ``sub``.
 
-    return gemv_demo(rows=args.rows, seed=args.seed)
+    An unknown name is a usage error (exit 2) that lists the profiles.
+    """
+    sub.add_argument("--timing", choices=PROFILES, default=DEFAULT_PROFILE, metavar="PROFILE",
+                     help="timing rules of the public AiM simulator at one commit: "
+                          + " or ".join(PROFILES) + f" (default {DEFAULT_PROFILE})")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -129,11 +142,13 @@ def parser() -> argparse.ArgumentParser:
                      help="tick every controller every cycle (slower, same result)")
     run.add_argument("--progress", action="store_true",
                      help="report progress on stderr (default when stderr is a terminal)")
+    add_timing_option(run)
     run.set_defaults(func=_aim_run)
     chk = aim.add_parser("check", help="verify a timed command schedule")
     chk.add_argument("schedule", help="schedule file: 'cycle channel command [bank row col] "
                                       "[key=value ...]'")
     chk.add_argument("--json", action="store_true", help="print one JSON object")
+    add_timing_option(chk)
     chk.set_defaults(func=_aim_check)
     from patton.hw import cli as hw_cli
     from patton.runtime import cli as runtime_cli
@@ -144,10 +159,9 @@ def parser() -> argparse.ArgumentParser:
     runtime_cli.add_parser(sub)
     serving_cli.add_parsers(sub)  # patton workload ..., patton serve
     tb_cli.add_parser(sub)
-    demo = sub.add_parser("demo", help="GEMV on the device model, checked against NumPy")
-    demo.add_argument("--rows", type=int, default=64, help="matrix rows per bank (default 64)")
-    demo.add_argument("--seed", type=int, default=0)
-    demo.set_defaults(func=_demo)
+    from patton import demo
+
+    demo.add_parser(sub)
     return top
 
 

@@ -1,90 +1,301 @@
-"""``patton demo``: a GEMV on the AiM device model, checked against NumPy.
+"""``patton demo``: a multi-turn chat served by the PATTON runtime on live RTL channels.
 
-The weights are resident in DRAM (placed directly in the functional model's mats, as a serving
-system keeps them); the program multicasts the input vector to every channel's global buffer
-and runs WR_BIAS / MAC_ABK / RD_MAC per DRAM row. The cycle model times it (cycles, energy),
-the functional model computes it with the documented bf16 datapath, and the result is compared
-with a float64 GEMV.
+The embedded engine (vLLM 0.33's scheduler) serves the conversations of a conversation file
+(default: six ShareGPT conversations, Llama-3 tokens, messages cut to 20 tokens) through the
+PATTON runtime, on one ChPerHead channel group of Llama-3-8B (four AiM channels, two layers):
+per scheduler step the KV writes and Commit Zone commits, then QK^T, a softmax on the host and
+SV for every decoding request, all on the device, every step checked
+(:mod:`patton.sim.serving.chat`). ``--device rtl`` (the default) runs the four channels as
+Verilator simulations of the Amaranth RTL, driven by the cycle model's schedule and scored
+against the functional model; ``--device model`` runs the cycle and functional models only.
+
+Prints a row per step (progress on stderr with ``--json``), a summary, and writes
+``cycles.png`` (cycles per step by phase) and ``chat.json`` into ``--out``; ``--waves STEP``
+writes an FST waveform of channel 0 up to the end of step STEP.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import sys
 import time
 from pathlib import Path
+from typing import Any, TextIO
 
-import numpy as np
+from patton.sim.serving import conversations as cv
+from patton.sim.serving.chat import (
+    DEMO_CONVERSATIONS,
+    PHASES,
+    Chat,
+    ChatReport,
+    ChatSetup,
+    ChatStep,
+    Faults,
+)
 
-from patton.sim import schedule, trace
-from patton.sim.check import verify
-from patton.sim.cycle_model import CycleModel
-from patton.sim.device import DEVICE
-from patton.sim.energy import energy
-from patton.sim.functional import FunctionalModel
-from patton.sim.random_programs import gemv_program
+__all__ = ["add_parser", "run"]
 
-
-def _bf16(values: np.ndarray) -> np.ndarray:
-    """Round float32 values to bfloat16 bit patterns (RNE)."""
-    bits = values.astype(np.float32).view(np.uint32).astype(np.uint64)
-    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
-
-
-def _float(bits: np.ndarray) -> np.ndarray:
-    return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+_HEADER = (f"{'step':>4} {'reqs':>4} {'prefill':>7} {'decode':>6} {'hits':>5} {'kv':>4} "
+           f"{'commit':>6} {'evict':>5} {'writes':>7} {'commits':>7} {'qk':>7} {'sv':>7} "
+           f"{'checks':>6}")
 
 
-def gemv_demo(rows: int = 64, seed: int = 0, k: int = 1024, out: Path = Path("build/demo")
-              ) -> int:
-    """Run the demo; return 0 when the device result is within tolerance of float64."""
-    dev = DEVICE
-    channels = list(range(dev.channels))
-    outputs = dev.channels * dev.banks * rows
-    rng = np.random.default_rng(seed)
-    weights = _bf16(rng.standard_normal((outputs, k)) / np.sqrt(k))
-    vector = _bf16(rng.standard_normal(k))
-    program = gemv_program(vector, rows, channels)
+def _row(s: ChatStep) -> str:
+    verdict = "ok" if not s.failures else f"FAIL {len(s.failures)}"
+    c = s.cycles
+    return (f"{s.step:>4} {s.requests:>4} {s.prefill_tokens:>7} {s.decode_tokens:>6} "
+            f"{s.hit_tokens:>5} {s.kv_writes:>4} {s.commits:>6} {s.evictions:>5} "
+            f"{c['writes']:>7} {c['commits']:>7} {c['qk']:>7} {c['sv']:>7} {verdict:>6}")
 
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a decimal integer: {text!r}") from None
+    if value < 0 or not text.isascii() or not text.isdigit():
+        raise argparse.ArgumentTypeError(f"must be a non-negative decimal integer, got {text!r}")
+    return value
+
+
+def add_parser(sub: Any) -> None:
+    """Add ``patton demo`` to the ``patton`` command's subparsers."""
+    demo = sub.add_parser(
+        "demo", help="a multi-turn chat served by PATTON on live RTL channels, every step "
+                     "checked", description=__doc__.split("\n\n")[0])
+    demo.add_argument("--device", choices=("rtl", "model"), default="rtl",
+                      help="rtl: four Verilator channels checked against the models "
+                           "(default); model: the cycle and functional models only")
+    demo.add_argument("--conversations", metavar="FILE.jsonl", default=str(DEMO_CONVERSATIONS),
+                      help="conversation file (default: the bundled six-conversation chat)")
+    demo.add_argument("--steps", type=_positive, metavar="N",
+                      help="stop after N scheduler steps (default: serve every conversation)")
+    demo.add_argument("--seed", type=_positive, default=0,
+                      help="seed of the K/V/query generator (default 0)")
+    demo.add_argument("--waves", type=_positive, metavar="STEP",
+                      help="write an FST waveform of channel 0 from the start to the end of "
+                           "step STEP (rtl only; a second Verilator build the first time)")
+    demo.add_argument("--fault", choices=Faults.KINDS,
+                      help="inject one fault (at --fault-step) to see the checks catch it")
+    demo.add_argument("--fault-step", type=_positive, default=12, metavar="STEP",
+                      help="step of --fault (default 12)")
+    demo.add_argument("--out", metavar="DIR", default="build/demo",
+                      help="folder for cycles.png, chat.json and the waveform "
+                           "(default build/demo)")
+    demo.add_argument("--json", action="store_true",
+                      help="print the figures as one JSON object (the table goes to stderr)")
+    demo.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the demo; return 0 when every check of every step passed."""
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        return _error(args, f"--out {out}: exists and is not a folder")
+    if args.waves is not None and args.device != "rtl":
+        return _error(args, "--waves needs --device rtl")
+    try:
+        conversations = cv.read(args.conversations)
+    except cv.WorkloadError as e:
+        return _error(args, str(e), e.source, e.line)
+    except OSError as e:
+        return _error(args, f"{args.conversations}: {e.strerror or e}")
+    setup = ChatSetup(seed=args.seed)
+    table: TextIO = sys.stderr if args.json else sys.stdout
+    faults = Faults(args.fault, args.fault_step) if args.fault else None
     started = time.perf_counter()
-    timed = CycleModel(record=True).run(program)
-    t_cycle = time.perf_counter() - started
-    e = energy(timed.command_counts, timed.bank_state_cycles, timed.cycles)
+    print(f"PATTON serving {len(conversations)} conversations ({args.conversations}) on "
+          f"{'RTL channels under Verilator' if args.device == 'rtl' else 'the device models'}"
+          f": Llama-3-8B, one KV head on 4 AiM channels, {setup.layers} layers, "
+          f"{setup.num_blocks - 1} engine blocks of {setup.block_size} tokens", file=table)
+    if args.device == "rtl":
+        try:
+            report = _on_rtl(conversations, setup, faults, args, table, out)
+        except _Failed as e:
+            return _error(args, str(e))
+    else:
+        from patton.sim.executor import CycleExecutor
 
-    started = time.perf_counter()
-    model = FunctionalModel(dev)
-    per_bank = weights.reshape(dev.channels, dev.banks, rows, k)
-    for c in channels:
-        for b in range(dev.banks):
-            for j in range(rows):
-                model.poke(c, b, j, per_bank[c, b, j].reshape(-1, dev.lanes))
-    readouts = model.run(program)
-    t_func = time.perf_counter() - started
-
-    y = np.zeros((dev.channels, dev.banks, rows))
-    per_row = [r for r in readouts if r.opcode.name == "RD_MAC"]
-    assert len(per_row) == rows * dev.channels
-    for i, r in enumerate(per_row):
-        y[r.channel, :, i // dev.channels] = _float(r.data)
-    reference = _float(weights) @ _float(vector)
-    error = np.abs(y.reshape(-1) - reference)
-    tolerance = 2.0 ** -7 * np.abs(reference) + 2.0 ** -12
-    ok = bool(np.all(error <= tolerance))
-
+        chat = Chat(conversations, CycleExecutor(setup.config().device), setup,
+                    faults=faults, max_steps=args.steps)
+        report = _serve(chat, table)
+    wall = time.perf_counter() - started
+    figures = report.as_dict()
+    figures["wall_seconds"] = round(wall, 3)
     out.mkdir(parents=True, exist_ok=True)
-    trace.write(out / "gemv.trace", program)
-    schedule.write(out / "gemv.schedule", timed.schedule)
-    violations = verify(timed.schedule)
-    flops = 2.0 * outputs * k
-    ns = timed.cycles * dev.cycle_ns
-    print(f"GEMV {outputs} x {k} (bf16) on {dev.channels} AiM channels x {dev.banks} banks, "
-          f"{rows} DRAM rows per bank")
-    print(f"  cycle model   {timed.cycles} cycles = {ns / 1000:.2f} us, {timed.commands} DRAM "
-          f"commands, {flops / ns:.1f} GFLOP/s, {e.total / 1000:.1f} uJ "
-          f"({t_cycle:.2f} s to simulate)")
-    print(f"  schedule      {len(timed.schedule)} commands, {len(violations)} timing "
-          f"violations -> {out / 'gemv.schedule'}")
-    print(f"  functional    max |y - y_float64| = {error.max():.2e} over |y| <= "
-          f"{np.abs(reference).max():.2f}, worst error / tolerance = "
-          f"{(error / tolerance).max():.2f} ({t_func:.2f} s to compute)")
-    print(f"  check         {'PASS' if ok and not violations else 'FAIL'}: every output within "
-          "2^-7 relative + 2^-12 absolute of float64 (bf16 output rounding)")
-    return 0 if ok and not violations else 1
+    (out / "chat.json").write_text(json.dumps(figures, indent=1) + "\n")
+    png = _plot(report, out / "cycles.png")
+    if faults is not None:
+        figures["fault"] = faults.hit
+    _summary(report, figures, wall, table, out, png)
+    if args.json:
+        figures.pop("per_step")
+        json.dump(figures, sys.stdout)
+        sys.stdout.write("\n")
+    return 0 if not report.failures else 1
+
+
+def _on_rtl(conversations: list, setup: ChatSetup, faults: Faults | None,
+            args: argparse.Namespace, table: TextIO, out: Path) -> ChatReport:
+    from patton.tb.executor import RtlExecutor
+    from patton.tb.toolchain import quiet
+
+    device = setup.config().device
+    log = out / "build.log"
+    print(f"building the RTL channel (rows {setup.rows}): about a minute the first time, "
+          f"cached under build/ (log: {log})", file=table, flush=True)
+    t = time.perf_counter()
+    try:
+        with quiet(log):
+            ex = RtlExecutor(device, channels=range(4), rows=setup.rows, strict=False,
+                             name="demo")
+    except Exception as e:  # noqa: BLE001 - reported with the log, not as a traceback
+        raise _Failed(f"the RTL channel could not be built or started ({type(e).__name__}: "
+                      f"{e}); the build output is in {log}") from e
+    with ex:
+        print(f"4 channel simulations ready in {time.perf_counter() - t:.1f} s", file=table,
+              flush=True)
+        chat = Chat(conversations, ex, setup, faults=faults, max_steps=args.steps)
+        waves = _Waves(args.waves, setup, out, table) if args.waves is not None else None
+        if waves is not None:
+            chat.on_program = waves.program
+        try:
+            report = _serve(chat, table)
+        finally:
+            if waves is not None:
+                waves.close()
+    return report
+
+
+class _Failed(Exception):
+    """The RTL could not be run (the message says why and where the log is)."""
+
+
+class _Waves:
+    """Channel 0's schedule mirrored into a waveform session until the end of a step."""
+
+    def __init__(self, step: int, setup: ChatSetup, out: Path, table: TextIO) -> None:
+        from patton.hw.params import ChannelParams
+        from patton.tb.player import SchedulePlayer
+        from patton.tb.session import Session
+
+        from patton.tb.toolchain import quiet
+
+        print("building the waveform player (FST): cached under build/", file=table,
+              flush=True)
+        self.step = step
+        self.table = table
+        self.out = out
+        with quiet(out / "build.log"):
+            self.session = Session(SchedulePlayer(ChannelParams(rows=setup.rows),
+                                                  waves="fst"), "demo-waves")
+        self.first: int | None = None  # the waveform cycle where the step begins
+        self.closed = False
+
+    def program(self, step: int, phase: str, result: Any) -> None:
+        if self.closed or step > self.step:
+            return
+        cmds = [c for c in result.schedule if c.channel == 0]
+        if not cmds:
+            return
+        if step == self.step and self.first is None:
+            self.first = self.session.offset
+        self.session.run(cmds)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        end = self.session.cycles
+        self.session.close()
+        dump = self.session.work / "dump.fst"
+        if not dump.exists():
+            print(f"waveform: the simulator wrote no {dump}", file=self.table)
+            return
+        target = self.out / f"step{self.step}.fst"
+        self.out.mkdir(parents=True, exist_ok=True)
+        dump.replace(target)
+        if self.first is None:
+            print(f"waveform: {target} (step {self.step} was not reached or had no command "
+                  "on channel 0)", file=self.table)
+        else:
+            print(f"waveform: {target}: channel 0, step {self.step} spans cycles "
+                  f"{self.first}..{end} (clock period 2 ns)", file=self.table)
+
+
+def _serve(chat: Chat, table: TextIO) -> ChatReport:
+    print(_HEADER, file=table)
+    print(f"{'':>4} {'':>4} {'tokens':>7} {'tokens':>6} {'':>5} {'':>4} {'':>6} {'':>5} "
+          f"{'cycles by phase':^31}", file=table)
+
+    def show(s: ChatStep) -> None:
+        print(_row(s), file=table, flush=True)
+        for f in s.failures[:5]:
+            print(f"     {f}", file=table)
+
+    return chat.run(show)
+
+
+def _summary(report: ChatReport, f: dict[str, Any], wall: float, table: TextIO, out: Path,
+             png: Path | None) -> None:
+    by = f["cycles_by_phase"]
+    ok = not report.failures
+    print(file=table)
+    print(f"steps        {f['steps']} ({'every conversation served' if f['complete'] else 'stopped early'}"
+          f"), {f['requests']} requests, {f['finished']} finished", file=table)
+    print(f"tokens       {f['prefill_tokens']} prefill, {f['decode_tokens']} decode, "
+          f"{f['hit_tokens']} prefix-cache hits; {f['kv_writes']} KV writes, "
+          f"{f['commits']} commits, {f['evictions']} evictions, {f['preempted']} preemptions",
+          file=table)
+    print(f"cycles       {f['cycles']:,} (" + ", ".join(f"{p} {by[p]:,}" for p in PHASES)
+          + f") = {f['cycles'] * 0.5 / 1000:.1f} us of DRAM time", file=table)
+    print(f"checks       {f['placement_checked']:,} KV elements read back, "
+          f"{f['placement_mismatches']} misplaced; {f['mismatches']} attention/read "
+          f"mismatches; {f['violations']} timing violations; worst error "
+          f"{f['max_tolerance_ratio']:.2f} x the float64 tolerance", file=table)
+    if report.device == "rtl":
+        print(f"RTL          {f['channel_cycles']:,} cycles simulated by 4 channel simulators "
+              f"in {f['rtl_seconds']:.1f} s of waiting = {f['channel_cycles_per_second']:,} "
+              f"channel cycles/s ({f['rtl_cycles_per_second']:,} device cycles/s); "
+              f"{f['mat_words']:,} mat words equal the functional model's at the end",
+              file=table)
+    print(f"files        {out / 'chat.json'}" + (f", {png}" if png else ""), file=table)
+    print(f"verdict      {'PASS' if ok else 'FAIL'} ({len(report.failures)} failure(s)) in "
+          f"{wall:.1f} s", file=table)
+
+
+def _plot(report: ChatReport, path: Path) -> Path | None:
+    """Stacked bars of each step's cycles by phase."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = [s.step for s in report.steps]
+    fig, ax = plt.subplots(figsize=(10, 4), dpi=120)
+    bottom = [0] * len(steps)
+    for phase, colour in zip(PHASES, ("#4c72b0", "#dd8452", "#55a868", "#c44e52")):
+        values = [s.cycles[phase] for s in report.steps]
+        ax.bar(steps, values, bottom=bottom, width=1.0, label=phase, color=colour)
+        bottom = [b + v for b, v in zip(bottom, values)]
+    ax.set_xlabel("scheduler step")
+    ax.set_ylabel("DRAM cycles (0.5 ns)")
+    ax.set_title(f"PATTON on {'RTL' if report.device == 'rtl' else 'the models'}: cycles per "
+                 "step by phase")
+    ax.set_ylim(0, max(bottom, default=1) * 1.18)  # room for the legend
+    ax.set_xlim(-1, max(steps, default=0) + 1)
+    ax.legend(ncols=4, frameon=False, loc="upper center")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def _error(args: argparse.Namespace, message: str, file: str | None = None,
+           line: int | None = None) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    if args.json:
+        json.dump({"error": message, "file": file, "line": line}, sys.stdout)
+        sys.stdout.write("\n")
+    return 2

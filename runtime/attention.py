@@ -16,7 +16,8 @@ import numpy as np
 from patton.runtime import layout_patch as patch
 from patton.runtime.batch import Batch
 from patton.runtime.config import Config
-from patton.runtime.errors import UnknownRequest
+from patton.runtime.errors import ShapeError, UnknownRequest
+from patton.runtime.inputs import bf16_bits, check_layer, check_shape
 from patton.runtime.metadata import CLEAN, BlockMeta, CzPlace, RequestState, request_of
 from patton.runtime.plans import QkPlan, SvPlan, group_masks
 from patton.runtime.tables import KeyTable, ValueTable
@@ -143,19 +144,70 @@ class AttentionCache:
         self._batches[(layer, kind)] = (key, batch, plans, lay)
         return batch, plans
 
+    def _live(self, requests: list[int]) -> None:
+        """Raise :class:`UnknownRequest` for the first request that is not live."""
+        reqs = self.requests
+        for r in requests:
+            try:
+                live = r in reqs
+            except TypeError:  # unhashable
+                live = False
+            if not live:
+                raise UnknownRequest(f"request {r!r} is not live")
+
+    def _width(self, requests: list[int], width: object) -> int:
+        """Return the SV data width, or raise :class:`ShapeError` unless it is a multiple of
+        ``T`` covering every request's table (``blocks * T``)."""
+        t = self.config.block_size
+        need = max((len(self.requests[r].table) for r in requests), default=0) * t
+        if isinstance(width, bool | np.bool_) or not isinstance(width, int | np.integer):
+            raise ShapeError(f"SV data width {width!r} is not an integer")
+        if width < need:
+            raise ShapeError(f"SV data width {width} below the {need} the longest table needs "
+                             f"(its blocks x {t})")
+        if width % t:
+            raise ShapeError(f"SV data width {width} is not a multiple of the block size {t}")
+        return int(width)
+
     def qk_step(self, requests: list[int], layer: int,
                 queries: np.ndarray) -> tuple[Program, list[QkPlan]]:
-        """Do :meth:`Runtime.qk_step <patton.runtime.lifecycle.Runtime.qk_step>`."""
+        """Do :meth:`Runtime.qk_step <patton.runtime.lifecycle.Runtime.qk_step>`.
+
+        Raises:
+            UnknownRequest, LayerError, DtypeError, ShapeError: checked in that order, before
+                anything changes.
+        """
         c = self.config
+        self._live(requests)
+        layer = check_layer(layer, c.n_layers)
+        queries = bf16_bits(queries, "queries")
+        check_shape(queries, (len(requests), c.heads, c.d_head), "queries",
+                    "(requests, heads, d_head)")
         batch, plans = self.batch(requests, layer, "qk", c.device.gb_columns * c.device.lanes)
         return batch.fill(queries[:, :, None, :]), plans
 
     def sv_buffer(self, requests: list[int], layer: int, width: int) -> np.ndarray:
         """Do :meth:`Runtime.sv_buffer <patton.runtime.lifecycle.Runtime.sv_buffer>`."""
+        self._live(requests)
+        layer = check_layer(layer, self.config.n_layers)
+        width = self._width(requests, width)
         return self.batch(requests, layer, "sv", width)[0].buffer()
 
     def sv_step(self, requests: list[int], layer: int,
                 probs: np.ndarray) -> tuple[Program, list[SvPlan]]:
-        """Do :meth:`Runtime.sv_step <patton.runtime.lifecycle.Runtime.sv_step>`."""
-        batch, plans = self.batch(requests, layer, "sv", probs.shape[2])
+        """Do :meth:`Runtime.sv_step <patton.runtime.lifecycle.Runtime.sv_step>`.
+
+        Raises:
+            UnknownRequest, LayerError, DtypeError, ShapeError: checked in that order, before
+                anything changes.
+        """
+        c = self.config
+        self._live(requests)
+        layer = check_layer(layer, c.n_layers)
+        probs = bf16_bits(probs, "probs")
+        if probs.ndim != 3 or probs.shape[:2] != (len(requests), c.heads):
+            raise ShapeError(f"probs must have shape (requests, heads, width) = "
+                             f"({len(requests)}, {c.heads}, width), got {probs.shape}")
+        width = self._width(requests, probs.shape[2])
+        batch, plans = self.batch(requests, layer, "sv", width)
         return batch.fill(probs), plans

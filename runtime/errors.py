@@ -10,6 +10,7 @@ from __future__ import annotations
 __all__ = [
     "PattonError", "ConfigError", "UnknownBlock", "UnknownRequest", "DuplicateBlock",
     "DoubleFree", "ReadOnlyBlock", "OffsetError", "CapacityError", "BlockStateError",
+    "DtypeError", "ShapeError", "LayerError",
 ]
 
 
@@ -42,7 +43,8 @@ class ReadOnlyBlock(PattonError):
 
 
 class OffsetError(PattonError, IndexError):
-    """Token offsets outside the block, or not appending at the block's fill level."""
+    """Token offsets outside the block, not appending at the block's fill level, or one block
+    written twice in one call."""
 
 
 class CapacityError(PattonError):
@@ -51,3 +53,17 @@ class CapacityError(PattonError):
 
 class BlockStateError(PattonError):
     """An operation that the block's lifecycle state forbids (e.g. evicting a used block)."""
+
+
+class DtypeError(PattonError, TypeError):
+    """Data that is not bfloat16: K, V, queries and scores are ``uint16`` bit patterns or an
+    ``ml_dtypes.bfloat16`` array (float32, float64, int64 ... are refused, not converted)."""
+
+
+class ShapeError(PattonError, ValueError):
+    """Data whose shape does not match the call (its block list, the model's layers, heads and
+    head dimension, or a request's tokens)."""
+
+
+class LayerError(PattonError, IndexError):
+    """A layer outside ``0 .. layers - 1`` of the configuration."""

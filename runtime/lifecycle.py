@@ -30,6 +30,7 @@ from patton.runtime.errors import (
     DuplicateBlock,
     UnknownBlock,
 )
+from patton.runtime.inputs import bf16_bits, check_layer, check_shape
 from patton.runtime.metadata import (
     BlockMeta,
     CzPlace,
@@ -238,7 +239,8 @@ class Runtime:
               values: np.ndarray) -> Writes:
         """Write token offsets ``start .. start + n - 1`` of a block (Key and Value).
 
-        ``keys`` and ``values`` are bf16 bit patterns of shape ``(layers, n, heads, d_head)``.
+        ``keys`` and ``values`` are bfloat16 of shape ``(layers, n, heads, d_head)``: ``uint16``
+        bit patterns or ``ml_dtypes.bfloat16`` arrays (any other dtype is refused, not cast).
         Writes append (``start`` equals the block's fill level). With the Commit Zone, a
         partial block's Values go to its CZ slot (taken by the block's first partial write);
         the write that fills the block commits it: the whole block is written to its reserved
@@ -249,7 +251,9 @@ class Runtime:
         Raises:
             UnknownBlock: not bound.
             ReadOnlyBlock: shared, cached or already full.
-            OffsetError: offsets out of range, not appending, or wrong shapes.
+            DtypeError: keys or values are not bfloat16 (``uint16`` / ``ml_dtypes.bfloat16``).
+            ShapeError: keys or values are not ``(layers, n >= 1, heads, d_head)``, alike.
+            OffsetError: offsets out of range, not appending, or a block twice in one call.
             CapacityError: the block becomes partial and no CZ slot is free.
         """
         return self.write_many([(block_id, start, keys, values)])
@@ -277,8 +281,9 @@ class Runtime:
                values: np.ndarray) -> WriteProgram:
         """Write one token at the fill level of each block: a decode step's writes.
 
-        ``keys`` and ``values`` are bf16 bit patterns ``(blocks, layers, heads, d_head)``;
-        row ``i`` is the token of ``block_ids[i]``. Same as :meth:`write_program` with the item
+        ``keys`` and ``values`` are bfloat16 (as for :meth:`write`) of shape
+        ``(len(block_ids), layers, heads, d_head)`` (else :class:`ShapeError`); row ``i`` is the
+        token of ``block_ids[i]``. Same as :meth:`write_program` with the item
         ``(block_ids[i], filled, keys[i][:, None], values[i][:, None])`` per block, and as
         fast as the runtime gets: with the Commit Zone, a step that writes the same blocks as
         an earlier one reuses its programs (:class:`~patton.runtime.token_writes.TokenBatch`)
@@ -298,8 +303,19 @@ class Runtime:
         """Return the QK^T program of ``request`` in ``layer`` for ``query`` ``(heads, D)``.
 
         The plan's :meth:`~patton.runtime.plans.QkPlan.decode` gives ``(heads, blocks * T)`` scores;
-        index them with :meth:`token_index`.
+        index them with :meth:`token_index`. ``query`` is bfloat16 (``uint16`` bit patterns or
+        ``ml_dtypes.bfloat16``).
+
+        Raises:
+            UnknownRequest: not live.
+            LayerError: ``layer`` outside ``0 .. layers - 1``.
+            DtypeError, ShapeError: ``query`` is not a bfloat16 ``(heads, d_head)`` array.
         """
+        c = self.config
+        self._request(request)
+        check_layer(layer, c.n_layers)
+        query = bf16_bits(query, "query")
+        check_shape(query, (c.heads, c.d_head), "query", "(heads, d_head)")
         prog, plans = self.qk_step([request], layer, query[None])
         return prog.to_instructions(), plans[0]
 
@@ -307,8 +323,11 @@ class Runtime:
                 queries: np.ndarray) -> tuple[Program, list[QkPlan]]:
         """Return one QK^T program for ``requests`` (in order) and each one's plan.
 
-        ``queries`` is ``(requests, heads, D)``. The program is each request's :meth:`qk`
+        ``queries`` is bfloat16 ``(requests, heads, D)``. The program is each request's :meth:`qk`
         program in turn, so its read-outs split by :meth:`~patton.runtime.plans.QkPlan.readouts`.
+
+        Raises:
+            UnknownRequest, LayerError, DtypeError, ShapeError: as :meth:`qk`.
         """
         return self.attention.qk_step(requests, layer, queries)
 
@@ -317,9 +336,19 @@ class Runtime:
         """Return the SV program of ``request`` in ``layer`` for scores ``(heads, seq_len)``.
 
         The plan's :meth:`~patton.runtime.plans.SvPlan.decode` gives ``(heads, D)`` float32 outputs.
+        ``probs`` is bfloat16 (``uint16`` bit patterns or ``ml_dtypes.bfloat16``), one score per
+        written token (:meth:`seq_len`), in :meth:`token_index` order.
+
+        Raises:
+            UnknownRequest: not live.
+            LayerError: ``layer`` outside ``0 .. layers - 1``.
+            DtypeError, ShapeError: ``probs`` is not a bfloat16 ``(heads, seq_len)`` array.
         """
         c = self.config
         state = self._request(request)
+        check_layer(layer, c.n_layers)
+        probs = bf16_bits(probs, "probs")
+        check_shape(probs, (c.heads, self.seq_len(request)), "probs", "(heads, seq_len)")
         padded = np.zeros((1, c.heads, len(state.table) * c.block_size), dtype=np.uint16)
         padded[0][:, self.token_index(request)] = probs
         prog, plans = self.sv_step([request], layer, padded)
@@ -329,6 +358,10 @@ class Runtime:
         """Return zeroed ``(requests, heads, width)`` scores for :meth:`sv_step` to use in place.
 
         Scores written into it become the SV program's payload without a copy.
+
+        Raises:
+            UnknownRequest, LayerError: as :meth:`sv`.
+            ShapeError: ``width`` is not a multiple of ``T`` covering every table.
         """
         return self.attention.sv_buffer(requests, layer, width)
 
@@ -336,10 +369,16 @@ class Runtime:
                 probs: np.ndarray) -> tuple[Program, list[SvPlan]]:
         """Return one SV program for ``requests`` (in order) and each one's plan.
 
-        ``probs`` is ``(requests, heads, width)`` bf16 bits in table layout (token ``o`` of
+        ``probs`` is ``(requests, heads, width)`` bfloat16 in table layout (token ``o`` of
         table position ``k`` at ``k * T + o``), zero where no token was written; ``width`` is
         at least every table's ``blocks * T``. The program is each request's :meth:`sv`
         program in turn (read-outs split by :meth:`~patton.runtime.plans.SvPlan.readouts`).
+
+        Raises:
+            UnknownRequest, LayerError: as :meth:`sv`.
+            DtypeError: ``probs`` is not bfloat16.
+            ShapeError: ``probs`` is not ``(requests, heads, width)`` with ``width`` a
+                multiple of ``T`` covering every table.
         """
         return self.attention.sv_step(requests, layer, probs)
 

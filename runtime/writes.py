@@ -27,7 +27,8 @@ import numpy as np
 from patton.runtime import write_programs as wp
 from patton.runtime.allocator import Allocator
 from patton.runtime.config import Config
-from patton.runtime.errors import CapacityError, OffsetError, ReadOnlyBlock
+from patton.runtime.errors import CapacityError, OffsetError, ReadOnlyBlock, ShapeError
+from patton.runtime.inputs import bf16_bits, check_shape
 from patton.runtime.metadata import BlockMeta, CzPlace, Mode, RequestState, block_of
 from patton.runtime.token_writes import TokenBatch, commit_writes
 from patton.sim.isa import Instruction
@@ -117,6 +118,28 @@ class Writer:
         # (layers, 1, heads, D): the keys/values shape of a single-token write
         self._one = (config.n_layers, 1, config.heads, config.d_head)
 
+    def _items(self, items: list[tuple[int, int, np.ndarray, np.ndarray]]
+               ) -> list[tuple[int, int, np.ndarray, np.ndarray]]:
+        """Return the write items with their data as ``uint16`` bit patterns.
+
+        Raises:
+            ShapeError: an item is not ``(block_id, start, keys, values)``.
+            OffsetError: a start offset is not an integer.
+            DtypeError: keys or values are not ``uint16`` / ``ml_dtypes.bfloat16`` arrays.
+        """
+        out = []
+        for i, item in enumerate(items):
+            if not isinstance(item, tuple | list) or len(item) != 4:
+                raise ShapeError(f"write item {i} must be (block_id, start, keys, values), "
+                                 f"got {type(item).__name__}")
+            block_id, start, keys, values = item
+            if isinstance(start, bool | np.bool_) or not isinstance(start, int | np.integer):
+                raise OffsetError(f"start offset {start!r} of block {block_id!r} is not an "
+                                  f"integer")
+            out.append((block_id, start, bf16_bits(keys, f"keys of block {block_id!r}"),
+                        bf16_bits(values, f"values of block {block_id!r}")))
+        return out
+
     def _check(self, block_id: int, start: int, keys: np.ndarray,
                values: np.ndarray) -> BlockMeta:
         """Return the block of one write item, or raise what :meth:`Runtime.write` lists."""
@@ -128,8 +151,9 @@ class Writer:
         n = keys.shape[1] if keys.ndim == 4 else -1
         shape = (c.n_layers, n, c.heads, c.d_head)
         if n <= 0 or keys.shape != shape or values.shape != shape:
-            raise OffsetError(f"keys/values must have shape (layers, n >= 1, heads, d_head) = "
-                              f"{shape}, got {keys.shape} and {values.shape}")
+            raise ShapeError(f"keys/values of block {block_id} must have shape (layers, "
+                             f"n >= 1, heads, d_head) = {shape}, got {keys.shape} and "
+                             f"{values.shape}")
         if start != meta.filled or start + n > c.block_size:
             raise OffsetError(f"write of offsets {start}..{start + n - 1} into block "
                               f"{block_id} holding {meta.filled} tokens (append only, "
@@ -140,7 +164,7 @@ class Writer:
                    emit: bool = True) -> Writes:
         """Do :meth:`Runtime.write_many <patton.runtime.lifecycle.Runtime.write_many>`."""
         if not emit:
-            self._apply(items, None)
+            self._apply(self._items(items), None)
             return Writes()
         w = self.program(items)
         return WriteProgram(*(p.with_data(p.data.copy()) for p in (w.key, w.value, w.commit))
@@ -152,6 +176,7 @@ class Writer:
         A decode step (one uint16 token per block, with the Commit Zone) takes the fast path
         of :meth:`append`.
         """
+        items = self._items(items)
         one = self._one
         if items and all(k.shape == one and v.shape == one and s == self._filled(b)
                          for b, s, k, v in items):
@@ -187,7 +212,18 @@ class Writer:
         With the Commit Zone, a step that writes the same blocks as an earlier one reuses its
         programs (:class:`TokenBatch`) and rewrites them in place, and new ones recycle the
         arrays of old ones; everything else takes :meth:`_build`.
+
+        Raises:
+            DtypeError, ShapeError: ``keys``/``values`` are not ``(len(block_ids), layers,
+                heads, d_head)`` bfloat16 arrays; and what :meth:`Runtime.write` lists.
         """
+        c = self.config
+        keys = bf16_bits(keys, "keys")
+        values = bf16_bits(values, "values")
+        shape = (len(block_ids), c.n_layers, c.heads, c.d_head)
+        meaning = "(blocks, layers, heads, d_head)"
+        check_shape(keys, shape, "keys", meaning)
+        check_shape(values, shape, "values", meaning)
         fast = self._fast(block_ids, keys, values)
         if fast is not None:
             return fast

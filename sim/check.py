@@ -4,7 +4,8 @@
 every violation:
 
 ``timing``
-    a rule of the table is not met: the command came ``actual`` cycles after the preceding
+    a rule of the timing profile's table (``timing=``, default ``aimsim-0f28a07``;
+    :mod:`patton.sim.timing`) is not met: the command came ``actual`` cycles after the preceding
     command the rule names, at the same node, and the rule requires ``required``. Rules apply
     exactly as the controller applies them: channel rules to every command, bank-group and bank
     rules to single-bank commands, and only the last issue of each preceding command counts.
@@ -41,7 +42,7 @@ from patton.sim.device import DEVICE, Device
 from patton.sim.isa import COMMAND_SCOPE, Cfr, Command, Scope
 from patton.sim.protocol import UNADDRESSED, State
 from patton.sim.schedule import TimedCommand
-from patton.sim.timing import TIMING, TimingTable
+from patton.sim.timing import DEFAULT_PROFILE, Timing, timing_table
 
 __all__ = ["Violation", "verify"]
 
@@ -55,7 +56,7 @@ class Violation:
     cycle: int  # cycle of the offending command
     channel: int  # its channel
     command: Command  # the offending command
-    rule: int | None = None  # timing rule id (index in the table)
+    rule: int | None = None  # timing rule id (its slot, the same in every profile)
     preceding: Command | None = None  # the command the rule measures from
     preceding_cycle: int | None = None  # when that command issued
     required: int | None = None  # the rule's minimum gap
@@ -90,8 +91,14 @@ class _Channel:
 
 
 def verify(schedule: Iterable[TimedCommand], device: Device = DEVICE,
-           timing: TimingTable = TIMING) -> list[Violation]:
-    """Return every violation in ``schedule`` (commands are taken in cycle order)."""
+           timing: Timing = DEFAULT_PROFILE) -> list[Violation]:
+    """Return every violation in ``schedule`` (commands are taken in cycle order).
+
+    ``timing`` is a profile name (:data:`patton.sim.timing.PROFILES`) or a compiled table; an
+    unknown name raises :class:`~patton.sim.timing.UnknownProfileError`. Protocol and bus
+    violations do not depend on it.
+    """
+    timing = timing_table(timing)
     per_group = device.banks_per_group
     channels: dict[int, _Channel] = {}
     out: list[Violation] = []

@@ -39,7 +39,7 @@ from patton.sim.isa import (
     Instruction,
     Scope,
 )
-from patton.sim.timing import TimingTable
+from patton.sim.timing import Timing, timing_table
 
 __all__ = ["Kind", "Request", "Issue", "ChannelController", "BUFFER_CAPACITY", "NEVER"]
 
@@ -123,12 +123,13 @@ class ChannelController:
     Args:
         members: channel indices this controller stands for.
         device: organisation (banks, bank groups).
-        timing: the timing table.
+        timing: the timing profile (name or table, :mod:`patton.sim.timing`).
         record: keep the issued commands in ``log``.
     """
 
-    def __init__(self, members: list[int], device: Device, timing: TimingTable,
+    def __init__(self, members: list[int], device: Device, timing: Timing,
                  record: bool) -> None:
+        timing = timing_table(timing)
         self.members = members
         self._banks = device.banks
         self._per_group = device.banks_per_group

@@ -1,7 +1,9 @@
 """The AiM memory system: host instruction decode (the "AiM DMA") over 32 channel controllers.
 
-Cycle semantics are the public Ramulator2-based AiM simulator's (commit 0f28a07,
-``test/example.yaml``), which the PATTON paper used:
+Cycle semantics are the public Ramulator2-based AiM simulator's (``test/example.yaml``), which
+the PATTON paper used; its GDDR6 timing rules are a profile (:mod:`patton.sim.timing`): the
+head, 0f28a07, by default, or 2eb1ee0, the commit CENT pins. Everything below is the same in
+both:
 
 * every memory-system cycle ``k`` first retries the sends that controllers refused earlier,
   then decodes at most one host instruction (if no blocking instruction is outstanding), then
@@ -37,7 +39,7 @@ from patton.sim.controller import NEVER, ChannelController, Kind, Request
 from patton.sim.device import AF_ROW_BASE, DEVICE, Device
 from patton.sim.isa import CFR_RESET, Cfr, Command, Instruction, Opcode
 from patton.sim.schedule import TimedCommand
-from patton.sim.timing import TIMING, TimingTable
+from patton.sim.timing import DEFAULT_PROFILE, Timing, timing_table
 
 __all__ = ["CycleModel", "DeviceState", "RunResult", "run"]
 
@@ -91,7 +93,8 @@ class CycleModel:
 
     Args:
         device: organisation.
-        timing: timing table.
+        timing: timing profile name (:data:`patton.sim.timing.PROFILES`) or table; the
+            default, ``aimsim-0f28a07``, is the profile every exactness test pins.
         record: keep the timed command schedule (``RunResult.schedule``).
         progress: called about once a second of wall time with (instructions retired,
             instructions in the program, current cycle), for long runs.
@@ -104,12 +107,12 @@ class CycleModel:
             device alive needs: the next program must find those writes done).
     """
 
-    def __init__(self, device: Device = DEVICE, timing: TimingTable = TIMING, *,
+    def __init__(self, device: Device = DEVICE, timing: Timing = DEFAULT_PROFILE, *,
                  record: bool = False, skip: bool = True, group: bool = True,
                  drain: bool = False,
                  progress: Callable[[int, int, int], None] | None = None) -> None:
         self.device = device
-        self.timing = timing
+        self.timing = timing_table(timing)  # the compiled table (an unknown name raises here)
         self.record = record
         self.skip = skip
         self.group = group

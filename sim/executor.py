@@ -39,7 +39,7 @@ from patton.sim.functional import FunctionalModel
 from patton.sim.isa import Instruction, Opcode
 from patton.sim.program import OP_ID, Program, Readout, concat, make
 from patton.sim.schedule import TimedCommand
-from patton.sim.timing import TIMING, TimingTable
+from patton.sim.timing import DEFAULT_PROFILE, Timing
 
 __all__ = ["Result", "Executor", "FunctionalExecutor", "CycleExecutor", "closed"]
 
@@ -125,18 +125,21 @@ class CycleExecutor:
 
     Args:
         device: organisation.
-        timing: timing table.
+        timing: timing profile name (``"aimsim-0f28a07"``, the default, or
+            ``"aimsim-2eb1ee0"``; :mod:`patton.sim.timing`) or a compiled table; the
+            executor's ``timing`` is the compiled table.
         record: keep the timed schedule (``Result.schedule``; costs time on long programs).
         model: the functional model to keep in step (default: a fresh one of ``device``).
         **options: passed to :class:`~patton.sim.cycle_model.CycleModel` (``skip``,
             ``group``, ``progress``).
     """
 
-    def __init__(self, device: Device = DEVICE, timing: TimingTable = TIMING, *,
+    def __init__(self, device: Device = DEVICE, timing: Timing = DEFAULT_PROFILE, *,
                  record: bool = True, model: FunctionalModel | None = None,
                  **options) -> None:
         self.device = device
         self.cycle_model = CycleModel(device, timing, record=record, drain=True, **options)
+        self.timing = self.cycle_model.timing
         self.model = model if model is not None else FunctionalModel(device)
         if self.model.device != device:
             raise ValueError("the functional model is of another device")

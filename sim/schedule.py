@@ -25,8 +25,20 @@ what it always was:
     position (0-based) in the program of the host instruction the command came from. Default:
     unknown.
 
-Lines starting with ``#`` and empty lines are skipped. Every problem is reported as
-``file:line: reason`` by :class:`ScheduleError`; nothing is clamped.
+Positional fields: ``cycle`` and ``channel`` always; ``bank`` on every command that names a
+bank (``-`` on channel-wide ones); ``row`` on the commands that open a row (ACT, ACT4, ACT16:
+``RULES[c].row`` is required); ``col`` on every command that addresses a column
+(:data:`~patton.sim.protocol.COLUMN`) except a public ``R/W MEM`` line's RD and WR
+(:data:`~patton.sim.protocol.UNADDRESSED`, column 0). Numbers are decimal or ``0x`` hex,
+exactly (:func:`patton.sim.textfile.number`: no sign, no ``_``, no leading zeros).
+
+A schedule is in cycle order: each line's cycle is at least the one before it (the cycle
+model writes them so); a line whose cycle goes backwards is an error, not re-sorted. A ``#``
+starts a comment, at the start of a line or after the fields (``45 31 TMOD  # to register
+mode``); empty lines and comment lines are skipped. A file is UTF-8 text (a leading BOM is
+skipped), ASCII outside comments, and :func:`read` refuses a file without a command. Every
+problem is reported as ``file:line: reason`` by :class:`ScheduleError` (with ``file``,
+``line`` and ``reason`` attributes); nothing is clamped.
 """
 
 from __future__ import annotations
@@ -36,13 +48,22 @@ import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 from patton.sim.device import AF_ROW_BASE, DEVICE, Device
 from patton.sim.isa import CFR_RANGE, CFR_RESET, COMMAND_SCOPE, Cfr, Command, Scope
-from patton.sim.protocol import PAYLOAD
+from patton.sim.protocol import COLUMN, PAYLOAD, RULES, UNADDRESSED, Operand
+from patton.sim.textfile import (
+    COMMENT_NOTE,
+    FieldCountError,
+    ReadError,
+    content,
+    decimal,
+    number,
+    read_lines,
+    write_text,
+)
 
 if TYPE_CHECKING:
     from patton.sim.controller import Issue
@@ -61,14 +82,12 @@ _LANES = DEVICE.lanes
 _RESET = tuple(CFR_RESET[c] for c in Cfr)
 
 
-class ScheduleError(ValueError):
-    """A malformed schedule line; ``str()`` is ``file:line: reason``."""
+class ScheduleError(ReadError):
+    """A malformed schedule line; ``str()`` is ``file:line: reason``.
 
-    def __init__(self, source: str, line: int, reason: str) -> None:
-        super().__init__(f"{source}:{line}: {reason}")
-        self.source = source
-        self.line = line
-        self.reason = reason
+    ``file``, ``line`` (``None`` for a file that cannot be read or written) and ``reason``
+    are attributes; :meth:`~patton.sim.textfile.ReadError.to_json` gives them as a dict.
+    """
 
 
 @dataclass(slots=True, eq=False)
@@ -151,26 +170,16 @@ _KEYS = ("data", "mask", "cfr", "src")
 #: line in full (``_validate``) only when a quick look finds something that may be wrong.
 _CHANNEL_WIDE = {c: COMMAND_SCOPE[c] == Scope.CHANNEL for c in Command}
 _WRITE_NAMES = ", ".join(c.name for c in sorted(WRITES))
+#: Commands that must name a row (they open it) and a column (they address one).
+_NEEDS_ROW = frozenset(c for c in Command if RULES[c].row is Operand.REQUIRED)
+_NEEDS_COL = frozenset(COLUMN - UNADDRESSED)
+#: Cycles and ``src=`` positions are below this (64-bit signed, as the models count).
+_LIMIT = 1 << 63
 
 
 def _field(token: str, what: str) -> int:
-    if token == "-":
-        return -1
-    try:
-        value = int(token, 0)
-    except ValueError:
-        raise ValueError(f"{what} {token!r} is not a number or '-'") from None
-    if value < 0:
-        raise ValueError(f"{what} {token!r} is negative")
-    return value
-
-
-def _number(text: str, what: str) -> int:
-    """A decimal or ``0x`` hex number (as in traces)."""
-    try:
-        return int(text, 16) if text[:2] in ("0x", "0X") else int(text, 10)
-    except ValueError:
-        raise ValueError(f"{what}={text!r} is not a decimal or 0x-hex number") from None
+    """A positional field: a number (:func:`~patton.sim.textfile.number`) or ``-`` (-1)."""
+    return number(token, what, dash=True)
 
 
 def _payload(text: str) -> np.ndarray:
@@ -190,9 +199,7 @@ def _cfr(text: str) -> tuple[int, ...]:
         raise ValueError(f"cfr= needs {len(Cfr)} values ({names}), got {len(values)}")
     out = []
     for c, token in zip(Cfr, values):
-        if not token.isdigit():
-            raise ValueError(f"cfr= {c.name} value {token!r} is not a decimal number")
-        value = int(token)
+        value = decimal(token, f"cfr= {c.name} value")
         lo, hi = CFR_RANGE[c]
         if not lo <= value <= hi:
             raise ValueError(f"cfr= {c.name} value {value} out of range {lo}..{hi}")
@@ -226,16 +233,17 @@ def _extend(cmd: TimedCommand, tokens: list[str], first: int, device: Device,
                 payload = payloads[value] = _payload(value)
             cmd.payload = payload
         elif key == "mask":
-            mask = _number(value, "mask")
+            mask = number(value, "mask=")
             if mask == 0 or mask >> device.lanes:
                 raise ValueError(f"mask {value} must be a non-zero {device.lanes}-bit lane mask")
             cmd.mask = mask
         elif key == "cfr":
             cmd.cfr = _cfr(value)
         else:
-            if not value.isdigit():
-                raise ValueError(f"src={value!r} is not a non-negative decimal number")
-            cmd.source = int(value)
+            source = decimal(value, "src=")
+            if source >= _LIMIT:
+                raise ValueError(f"src={value} is too large (below 2^63)")
+            cmd.source = source
 
 
 def _validate(cmd: TimedCommand, device: Device) -> None:
@@ -250,6 +258,10 @@ def _validate(cmd: TimedCommand, device: Device) -> None:
         raise ValueError(f"{cmd.command.name} needs a bank")
     if cmd.bank >= device.banks:
         raise ValueError(f"bank {cmd.bank} out of range 0..{device.banks - 1}")
+    if cmd.row == -1 and cmd.command in _NEEDS_ROW:
+        raise ValueError(f"{cmd.command.name} opens a row; row must be given, not '-'")
+    if cmd.col == -1 and cmd.command in _NEEDS_COL:
+        raise ValueError(f"{cmd.command.name} addresses a column; col must be given, not '-'")
     if cmd.row >= device.rows and not AF_ROW_BASE <= cmd.row < AF_ROW_BASE + 8:
         raise ValueError(f"row {cmd.row} out of range 0..{device.rows - 1} "
                          f"(or an AF LUT row {AF_ROW_BASE}+0..7)")
@@ -261,71 +273,97 @@ def parse(lines: Iterable[str], source: str = "<schedule>",
           device: Device = DEVICE) -> Iterator[TimedCommand]:
     """Yield the commands of a schedule text; raise :class:`ScheduleError` on a bad line.
 
-    A line without ``cfr=`` gets the reset values spelled out (``(0, 1, 0)``).
+    A line without ``cfr=`` gets the reset values spelled out (``(0, 1, 0)``). Lines must be
+    in cycle order (see the module docstring). An empty schedule yields nothing (:func:`read`
+    refuses one).
     """
     names = _COMMANDS
     channels, banks, columns, rows = device.channels, device.banks, device.columns, device.rows
     not_on_bus = _NOT_ON_BUS
+    needs_row, needs_col = _NEEDS_ROW, _NEEDS_COL
     reset = _RESET
+    limit = _LIMIT
     payloads: dict[str, np.ndarray] = {}
+    last = 0  # cycle of the previous command
+    last_line = 0
 
-    def number(token: str, what: str) -> int:  # decimal fast path, else _field's rules
-        return int(token) if token.isdecimal() else _field(token, what)
+    def field(token: str, what: str) -> int:  # plain-decimal fast path, else _field's rules
+        if token.isdecimal() and (token[0] != "0" or len(token) == 1):
+            return int(token)  # ASCII: content() checked every non-ASCII line
+        return _field(token, what)
 
     for line, text in enumerate(lines, start=1):
-        tokens = text.split()
-        if not tokens or tokens[0][0] == "#":
-            continue
         try:
+            body = content(text) if "#" in text or not text.isascii() else text
+            tokens = body.split()
+            if not tokens:
+                continue
             n = first = len(tokens)
-            if "=" in text:  # key=value fields start at the first token with '='
+            if "=" in body:  # key=value fields start at the first token with '='
                 first = 0
                 while "=" not in tokens[first]:
                     first += 1
             if first == 6:
-                bank = number(tokens[3], "bank")
-                row = number(tokens[4], "row")
-                col = number(tokens[5], "col")
+                bank = field(tokens[3], "bank")
+                row = field(tokens[4], "row")
+                col = field(tokens[5], "col")
             elif first == 3:
                 bank = row = col = -1
             else:
                 late = next((t for t in tokens[first:] if "=" not in t), None)
                 if late is not None:
                     raise ValueError(f"positional field {late!r} after key=value fields")
-                raise ValueError(f"expected 'cycle channel command [bank row col] "
-                                 f"[key=value ...]', got {first} positional fields")
+                raise FieldCountError(f"expected 'cycle channel command [bank row col] "
+                                      f"[key=value ...]', got {first} positional fields")
             command = names.get(tokens[2])
             if command is None:
                 raise ValueError(f"unknown command {tokens[2]!r}")
-            cycle = number(tokens[0], "cycle")
-            channel = number(tokens[1], "channel")
+            cycle = field(tokens[0], "cycle")
+            channel = field(tokens[1], "channel")
             if cycle < 0 or channel < 0:
                 raise ValueError("cycle and channel are required")
+            if cycle < last:
+                raise ValueError(f"cycle {cycle} is before cycle {last} of line {last_line}: "
+                                 f"a schedule is in cycle order")
+            if cycle >= limit:
+                raise ValueError(f"cycle {cycle} is too large (below 2^63)")
             cmd = TimedCommand(cycle, channel, command, bank, row, col, line, None, None, reset)
             if first < n:
                 _extend(cmd, tokens, first, device, payloads)
             if (command in not_on_bus or channel >= channels or bank >= banks
-                    or col >= columns or row >= rows or (bank < 0) != _CHANNEL_WIDE[command]):
+                    or col >= columns or row >= rows or (bank < 0) != _CHANNEL_WIDE[command]
+                    or (row < 0 and command in needs_row) or (col < 0 and command in needs_col)):
                 _validate(cmd, device)  # says what is wrong (or accepts an AF LUT row)
         except ValueError as error:
-            raise ScheduleError(source, line, str(error)) from None
+            note = COMMENT_NOTE if isinstance(error, FieldCountError) and "#" in text else ""
+            raise ScheduleError(source, line, f"{error}{note}") from None
+        last = cycle
+        last_line = line
         yield cmd
 
 
-def read(path: str | os.PathLike[str], device: Device = DEVICE) -> list[TimedCommand]:
-    """Read a schedule file."""
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as error:
-        raise ScheduleError(str(path), 0, f"cannot read schedule: {error.strerror}") from None
+def read(path: str | os.PathLike[str], device: Device = DEVICE, *,
+         allow_empty: bool = False) -> list[TimedCommand]:
+    """Read a schedule file (see :func:`parse`).
+
+    Raises:
+        ScheduleError: as :func:`parse`; ``file: cannot read schedule: <reason>`` (missing
+            file, a directory, no permission; ``line`` None); ``file:line: not UTF-8 text``;
+            and, unless ``allow_empty``, ``file:line: schedule is empty (no command lines)``
+            at its last line for a file without a command.
+    """
+    name = os.fspath(path)
+    lines = read_lines(path, ScheduleError, "schedule")
     enabled = gc.isenabled()
     gc.disable()  # millions of new commands would make the collector rescan them over and over
     try:
-        return list(parse(text.splitlines(), str(path), device))
+        commands = list(parse(lines, name, device))
     finally:
         if enabled:
             gc.enable()
+    if not commands and not allow_empty:
+        raise ScheduleError(name, max(len(lines), 1), "schedule is empty (no command lines)")
+    return commands
 
 
 # -- writing ---------------------------------------------------------------------------------
@@ -388,5 +426,9 @@ def dumps(schedule: Iterable[TimedCommand]) -> str:
 
 
 def write(path: str | os.PathLike[str], schedule: Iterable[TimedCommand]) -> None:
-    """Write a schedule file."""
-    Path(path).write_text(dumps(schedule))
+    """Write a schedule file.
+
+    Raises:
+        ScheduleError: ``file: cannot write schedule: <reason>`` (``line`` None).
+    """
+    write_text(path, dumps(schedule), ScheduleError, "schedule")

@@ -1,10 +1,26 @@
-"""The AiM timing table, held as data: 104 Ramulator-style rules in ``data/timing_rules.json``.
+"""The AiM timing tables, held as data: one Ramulator-style rule table per *timing profile*.
 
 A rule ``(level, preceding P, following F, value t)`` means: after P is issued at a node of that
 level, F may be issued at the same node no earlier than ``t`` cycles later (one cycle = 0.5 ns).
 Channel-scope commands touch only their channel node; single-bank commands touch their channel,
 their bank group and their bank. Rules whose value is negative (refresh timings the public
 simulator computes out of range) can never apply, because refresh is never issued.
+
+A profile is the public AiM simulator's GDDR6 table at one commit (``data/timing_profiles.json``,
+``docs/timing-profiles.md``):
+
+``aimsim-0f28a07`` (:data:`DEFAULT_PROFILE`)
+    its head: the 104 rules of ``data/timing_rules.json``, against which the cycle model is
+    exact on every public trace.
+``aimsim-2eb1ee0``
+    the commit the CENT artifact pins (the timing the PATTON paper's figures used): the same
+    table with the slots that commit has differently edited (an overlay, applied here).
+
+Invariants: a rule's ``id`` is its slot in the base table (the index in ``timing_rules.json``);
+an overlay replaces the rule in a slot or empties it, never adds one, so an id names the same
+slot in every profile and every id is below :data:`SLOTS` (the RTL's rule-mask width). Timing
+parameters, and so the completion latencies and :attr:`TimingTable.quiet`, are shared by all
+profiles. Each profile is compiled once per process (:func:`timing_table`).
 
 :class:`TimingTable` compiles the rules two ways: by preceding command (what an issue makes
 later commands wait for; the controller uses it) and by following command (which rules a command
@@ -17,11 +33,13 @@ import json
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from typing import TypeAlias
 
 from patton.sim.device import params
 from patton.sim.isa import Command, Scope
 
-__all__ = ["Rule", "TimingTable", "TIMING", "LEVELS"]
+__all__ = ["Rule", "TimingTable", "TIMING", "LEVELS", "PROFILES", "DEFAULT_PROFILE", "SLOTS",
+           "Timing", "UnknownProfileError", "timing_table"]
 
 #: The levels timing rules attach to, in the order a single-bank command visits them.
 LEVELS = (Scope.CHANNEL, Scope.BANKGROUP, Scope.BANK)
@@ -30,9 +48,9 @@ _LEVEL_NAMES = {"channel": Scope.CHANNEL, "bankgroup": Scope.BANKGROUP, "bank": 
 
 @dataclass(frozen=True, slots=True)
 class Rule:
-    """One timing rule of the table (its ``id`` is its index in ``timing_rules.json``)."""
+    """One timing rule (its ``id`` is its slot: the index in ``timing_rules.json``)."""
 
-    id: int  # index in the table
+    id: int  # slot in the base table, the same in every profile
     level: Scope  # node level the rule lives at
     preceding: frozenset[Command]  # commands that start the wait
     following: frozenset[Command]  # commands that must wait
@@ -41,10 +59,12 @@ class Rule:
 
 
 class TimingTable:
-    """All timing rules plus the derived lookup tables.
+    """All timing rules of one profile plus the derived lookup tables.
 
     Members:
-        rules: the rules in table order.
+        name: the profile's name (``"aimsim-0f28a07"``, ...; ``"custom"`` for a hand-made
+            table).
+        rules: the rules in id order (ids may skip the slots a profile leaves empty).
         after: ``after[level][P]`` is a tuple of ``(F, cycles)``, the largest gap per F.
         before: ``before[level][F]`` is a tuple of ``(rule id, P, cycles)`` for checking.
         latency: completion latency of each request-ending command (when the controller
@@ -52,8 +72,13 @@ class TimingTable:
         params: the timing parameters (cycles) by name.
     """
 
-    def __init__(self, rules: list[Rule], parameters: dict) -> None:
-        self.rules = tuple(rules)
+    def __init__(self, rules: list[Rule], parameters: dict, name: str = "custom") -> None:
+        self.name = name
+        self.rules = tuple(sorted(rules, key=lambda r: r.id))
+        ids = [r.id for r in self.rules]
+        if len(set(ids)) != len(ids) or any(i < 0 for i in ids):
+            raise ValueError(f"timing table {name!r}: rule ids must be distinct and >= 0")
+        self._by_id = {r.id: r for r in self.rules}
         self.params = parameters
         n = len(Command)
         after: dict[Scope, list[dict[Command, int]]] = {lv: [{} for _ in range(n)]
@@ -85,6 +110,9 @@ class TimingTable:
             Command.AF16: 1, Command.EWMUL16: 1, Command.SYNC: 1, Command.EOC: 1,
         }
 
+    def __repr__(self) -> str:
+        return f"<TimingTable {self.name}: {len(self.rules)} rules>"
+
     @property
     def quiet(self) -> int:
         """Idle cycles after which no rule and no completion of earlier commands can matter.
@@ -96,23 +124,95 @@ class TimingTable:
         gaps = [r.cycles for r in self.rules if r.cycles >= 0 and not r.preceding <= refresh]
         return max(gaps) + max(self.latency.values())
 
+    def rule(self, rule_id: int) -> Rule:
+        """Return the rule in slot ``rule_id`` (``KeyError`` if this profile leaves it empty)."""
+        return self._by_id[rule_id]
+
     def gap(self, level: Scope, preceding: Command, following: Command) -> int | None:
         """Return the minimum gap from ``preceding`` to ``following`` at ``level`` (or None)."""
         return dict(self.after[level][preceding]).get(following)
 
+    def fingerprint(self) -> str:
+        """A text that changes whenever any rule, value or parameter changes (build keys)."""
+        rules = [(r.id, r.level.name, sorted(c.name for c in r.preceding),
+                  sorted(c.name for c in r.following), r.cycles) for r in self.rules]
+        return json.dumps([self.name, rules, sorted(self.params.items())])
+
     @classmethod
-    def load(cls) -> TimingTable:
-        """Load the table shipped in ``data/timing_rules.json``."""
-        text = resources.files(__package__).joinpath("data/timing_rules.json").read_text()
-        rules = []
-        for i, raw in enumerate(json.loads(text)):
-            known = {c.name: c for c in Command}
-            rules.append(Rule(
-                id=i, level=_LEVEL_NAMES[raw["level"]],
+    def load(cls, name: str | None = None) -> TimingTable:
+        """Compile profile ``name`` (default :data:`DEFAULT_PROFILE`) from ``data/``.
+
+        Prefer :func:`timing_table`, which compiles each profile once per process.
+
+        Raises:
+            UnknownProfileError: ``name`` is not one of :data:`PROFILES`.
+        """
+        name = DEFAULT_PROFILE if name is None else name
+        return cls(list(_rules(name)), _parameters(), name)
+
+
+Timing: TypeAlias = "str | TimingTable"
+"""What a ``timing=`` argument takes: a profile name (:data:`PROFILES`) or a compiled table."""
+
+
+class UnknownProfileError(ValueError):
+    """A timing profile name that is not one of :data:`PROFILES` (the message names them)."""
+
+    def __init__(self, name: object) -> None:
+        super().__init__(f"unknown timing profile {name!r}; choose one of: "
+                         + ", ".join(PROFILES))
+        self.name = name
+
+
+def _read(path: str) -> object:
+    return json.loads(resources.files(__package__).joinpath(path).read_text())
+
+
+@cache
+def _profiles() -> dict:
+    return _read("data/timing_profiles.json")
+
+
+def _rule(slot: int, raw: dict) -> Rule:
+    """Turn one JSON rule record into a :class:`Rule` (commands the ISA lacks are dropped)."""
+    known = {c.name: c for c in Command}
+    return Rule(id=slot, level=_LEVEL_NAMES[raw["level"]],
                 preceding=frozenset(known[c] for c in raw["pre"] if c in known),
                 following=frozenset(known[c] for c in raw["fol"] if c in known),
-                expression=raw["expr"], cycles=int(raw["val"])))
-        return cls(rules, _parameters())
+                expression=raw["expr"], cycles=int(raw["val"]))
+
+
+def _entry(name: object) -> dict:
+    entry = _profiles()["profiles"].get(name) if isinstance(name, str) else None
+    if entry is None:
+        raise UnknownProfileError(name)
+    return entry
+
+
+def _slots(name: str) -> int:
+    """Return the number of slots of profile ``name``: its root table's length."""
+    entry = _entry(name)
+    return len(_read(f"data/{entry['rules']}")) if "rules" in entry else _slots(entry["base"])
+
+
+@cache
+def _rules(name: str) -> tuple[Rule, ...]:
+    """Return profile ``name``'s rules in slot order: its base's, with its overlay applied."""
+    entry = _entry(name)
+    if "rules" in entry:
+        return tuple(_rule(i, r) for i, r in enumerate(_read(f"data/{entry['rules']}")))
+    rules = {r.id: r for r in _rules(entry["base"])}
+    width = _slots(name)
+    for key, raw in entry["slots"].items():
+        slot = int(key)
+        if not 0 <= slot < width:
+            raise ValueError(f"timing profile {name!r}: slot {slot} is outside the base table "
+                             f"(0..{width - 1}); an overlay edits slots, it never adds them")
+        if raw is None:
+            rules.pop(slot, None)
+        else:
+            rules[slot] = _rule(slot, raw)
+    return tuple(rules[i] for i in sorted(rules))
 
 
 @cache
@@ -120,5 +220,37 @@ def _parameters() -> dict:
     return {k: v for k, v in params().items() if isinstance(v, int)}
 
 
-#: The AiM timing table of the public simulator (HEAD), loaded once.
-TIMING = TimingTable.load()
+#: Every timing profile shipped in ``data/timing_profiles.json``, in file order.
+PROFILES: tuple[str, ...] = tuple(_profiles()["profiles"])
+#: The profile used wherever none is named (the public simulator's head, 0f28a07).
+DEFAULT_PROFILE: str = _profiles()["default"]
+
+
+@cache
+def _compiled(name: str) -> TimingTable:
+    return TimingTable.load(name)
+
+
+def timing_table(timing: Timing | None = None) -> TimingTable:
+    """Return the compiled table for ``timing``: a profile name, a table (returned as is) or
+    ``None`` (:data:`DEFAULT_PROFILE`). Each profile is compiled once per process.
+
+    Raises:
+        UnknownProfileError: an unknown profile name (the message lists :data:`PROFILES`).
+        TypeError: neither a name nor a :class:`TimingTable`.
+    """
+    if timing is None:
+        return _compiled(DEFAULT_PROFILE)
+    if isinstance(timing, TimingTable):
+        return timing
+    if isinstance(timing, str):
+        if timing not in PROFILES:
+            raise UnknownProfileError(timing)
+        return _compiled(timing)
+    raise TypeError(f"timing must be a profile name or a TimingTable, not {timing!r}")
+
+
+#: The number of rule slots (the base table's length): every profile's ids are below it.
+SLOTS: int = _slots(DEFAULT_PROFILE)
+#: The default profile's table (``aimsim-0f28a07``), compiled once.
+TIMING = timing_table(DEFAULT_PROFILE)

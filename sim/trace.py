@@ -1,46 +1,57 @@
 """Text traces of host instructions: the public AiM simulator's format, plus our extensions.
 
 One instruction per line, tokens separated by whitespace (a line without ``=`` may also use
-commas, as the public simulator's comma delimiter allows). Empty lines and lines whose first
-token starts with ``#`` are skipped. Numbers are decimal or ``0x`` hexadecimal.
+commas, as the public simulator's comma delimiter allows). A ``#`` starts a comment, at the
+start of a line or after the fields (``AiM EOC  # done``); empty lines and comment lines are
+skipped. Numbers are decimal or ``0x`` hexadecimal, exactly: no sign, no ``_``, no leading
+zeros on decimals (:func:`patton.sim.textfile.number`). A file is UTF-8 text (a leading BOM is
+skipped), ASCII outside comments.
 
 ``AiM <OPCODE> <fields...> [col=N] [data=HHHH:HHHH:...] [mask=0xMMMM]``
     ``OPCODE`` with or without the ``ISR_`` prefix; the positional fields are exactly those of
     ``OPCODE_INFO[opcode].fields``, in the order opsize, gpr0, gpr1, channel_mask, bank, row.
-    The ``key=value`` tokens are our extensions (start column, bfloat16 payload as 4-digit hex
-    words separated by ``:``, 16-bit lane mask); the public simulator rejects them, so a trace
-    without them stays readable by it.
+    The ``key=value`` tokens are our extensions (start column, bfloat16 payload as hex words
+    of 1 to 4 digits separated by ``:``, 16-bit lane mask); the public simulator rejects them,
+    so a trace without them stays readable by it.
 ``R MEM <channel> <bank> <row>`` / ``W MEM ...``, ``R GPR <id>`` / ``W GPR <id>``,
 ``W CFR <id> <value>``
     Host-side lines. ``channel`` is a channel *index* here, not a mask.
 
 The last instruction must be ``AiM EOC``. Every problem is reported as ``file:line: reason`` by
-:class:`TraceError`; nothing out of range is clamped.
+:class:`TraceError` (with ``file``, ``line`` and ``reason`` attributes); nothing out of range is
+clamped.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Iterator
-from pathlib import Path
 
 import numpy as np
 from patton.sim.device import DEVICE, Device
 from patton.sim.isa import CFR_RANGE, MASK_BITS, Cfr, Field, Instruction, Opcode
 from patton.sim.program import Program
+from patton.sim.textfile import (
+    COMMENT_NOTE,
+    FieldCountError,
+    ReadError,
+    content,
+    number,
+    read_lines,
+    write_text,
+)
 
 __all__ = ["TraceError", "parse", "read", "format_line", "write", "dumps",
            "validate"]
 
 
-class TraceError(ValueError):
-    """A malformed or out-of-range trace line; ``str()`` is ``file:line: reason``."""
+class TraceError(ReadError):
+    """A malformed or out-of-range trace line; ``str()`` is ``file:line: reason``.
 
-    def __init__(self, source: str, line: int, reason: str) -> None:
-        super().__init__(f"{source}:{line}: {reason}")
-        self.source = source
-        self.line = line
-        self.reason = reason
+    ``file``, ``line`` (``None`` for a file that cannot be read or written) and ``reason``
+    are attributes; :meth:`~patton.sim.textfile.ReadError.to_json` gives them as a dict.
+    """
 
 
 _AIM_OPCODES = {op.value: op for op in Opcode if op.is_aim}
@@ -50,23 +61,18 @@ _FIELD_ATTR = {Field.OPSIZE: "opsize", Field.GPR0: "gpr0", Field.GPR1: "gpr1",
                Field.CHANNEL_MASK: "channel_mask", Field.BANK: "bank", Field.ROW: "row"}
 
 
-def _number(token: str, what: str) -> int:
-    try:
-        value = int(token, 16) if token[:2] in ("0x", "0X") else int(token, 10)
-    except ValueError:
-        raise ValueError(f"{what} {token!r} is not a decimal or 0x-hex number") from None
-    if value < 0:
-        raise ValueError(f"{what} {token!r} is negative")
-    return value
+_number = number
+_HEX_WORD = re.compile(r"[0-9a-fA-F]+")
+#: Largest value of a field without a device range (GPR ids, EWADD's opsize, CFR values).
+FIELD_MAX = (1 << 31) - 1
 
 
 def _payload(text: str) -> np.ndarray:
     words = text.split(":")
-    try:
-        values = [int(w, 16) for w in words]
-    except ValueError:
-        raise ValueError(f"data={text!r}: words must be hex separated by ':'") from None
-    if any(not 0 <= v <= 0xFFFF for v in values):
+    if not all(_HEX_WORD.fullmatch(w) for w in words):
+        raise ValueError(f"data={text!r}: words must be hex separated by ':'")
+    values = [int(w, 16) for w in words]
+    if any(v > 0xFFFF for v in values):
         raise ValueError(f"data={text!r}: every word must fit in 16 bits")
     return np.array(values, dtype=np.uint16)
 
@@ -94,7 +100,7 @@ def _parse_line(tokens: list[str]) -> Instruction:
         fields = opcode.info.fields
         if len(positional) != len(fields):
             names = ", ".join(f.value for f in fields) or "none"
-            raise ValueError(f"AiM {name} takes {len(fields)} field(s) ({names}), "
+            raise FieldCountError(f"AiM {name} takes {len(fields)} field(s) ({names}), "
                              f"got {len(positional)}")
         ins = Instruction(opcode)
         for f, token in zip(fields, positional):
@@ -125,7 +131,7 @@ def _parse_line(tokens: list[str]) -> Instruction:
         else:
             names = ("gpr",)
         if len(positional) != len(names):
-            raise ValueError(f"{head} {tokens[1]} takes {len(names)} field(s) "
+            raise FieldCountError(f"{head} {tokens[1]} takes {len(names)} field(s) "
                              f"({', '.join(names)}), got {len(positional)}")
         for attr, token in zip(names, positional):
             setattr(ins, attr, _number(token, attr))
@@ -168,6 +174,10 @@ def validate(ins: Instruction, device: Device = DEVICE) -> None:
         raise ValueError(f"row {ins.row} out of range 0..{device.rows - 1}")
     if ins.opsize is not None and ins.opsize == 0:
         raise ValueError("opsize must be at least 1")
+    for name in ("opsize", "gpr0", "gpr1", "gpr", "value", "col", "mask"):
+        v = getattr(ins, name)
+        if v is not None and v > FIELD_MAX:
+            raise ValueError(f"{name} {v} is too large (at most {FIELD_MAX})")
     info = op.info
     if ins.col is not None and not info.addressed:
         raise ValueError(f"col= is not allowed on {op.value}")
@@ -210,21 +220,22 @@ def parse(lines: Iterable[str], source: str = "<trace>", device: Device = DEVICE
     """
     seen_eoc = 0
     last = 0
-    for number, text in enumerate(lines, start=1):
-        last = number
-        tokens = _tokens(text)
-        if not tokens or tokens[0].startswith("#"):
-            continue
-        if seen_eoc:
-            raise TraceError(source, number, f"instruction after AiM EOC (line {seen_eoc})")
+    for line, text in enumerate(lines, start=1):
+        last = line
         try:
+            tokens = _tokens(content(text))
+            if not tokens:
+                continue
+            if seen_eoc:
+                raise ValueError(f"instruction after AiM EOC (line {seen_eoc})")
             ins = _parse_line(tokens)
             validate(ins, device)
         except ValueError as error:
-            raise TraceError(source, number, str(error)) from None
-        ins.line = number
+            note = COMMENT_NOTE if isinstance(error, FieldCountError) and "#" in text else ""
+            raise TraceError(source, line, f"{error}{note}") from None
+        ins.line = line
         if ins.opcode == Opcode.EOC:
-            seen_eoc = number
+            seen_eoc = line
         yield ins
     if require_eoc and not seen_eoc:
         raise TraceError(source, max(last, 1), "trace ends without AiM EOC")
@@ -235,13 +246,14 @@ def read(path: str | os.PathLike[str], device: Device = DEVICE,
     """Read and validate a trace file into a :class:`~patton.sim.program.Program`.
 
     See :func:`parse`; the program's ``line`` holds each instruction's line in the file.
+
+    Raises:
+        TraceError: as :func:`parse`; also ``file: cannot read trace: <reason>`` (missing
+            file, a directory, no permission; ``line`` None) and ``file:line: not UTF-8
+            text``.
     """
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as error:
-        raise TraceError(str(path), 0, f"cannot read trace: {error.strerror}") from None
-    return Program.of(list(parse(text.splitlines(), str(path), device, require_eoc)))
+    lines = read_lines(path, TraceError, "trace")
+    return Program.of(list(parse(lines, os.fspath(path), device, require_eoc)))
 
 
 def format_line(ins: Instruction) -> str:
@@ -273,5 +285,9 @@ def dumps(program: Program | Iterable[Instruction]) -> str:
 
 
 def write(path: str | os.PathLike[str], program: Program | Iterable[Instruction]) -> None:
-    """Write a trace file."""
-    Path(path).write_text(dumps(program))
+    """Write a trace file.
+
+    Raises:
+        TraceError: ``file: cannot write trace: <reason>`` (``line`` None).
+    """
+    write_text(path, dumps(program), TraceError, "trace")

@@ -1,6 +1,6 @@
 """The ``patton rtl`` commands: validate your own traces and schedules on the RTL channel.
 
-``patton rtl run TRACE [--rows N] [--seed S] [--waves FILE] [--json]``
+``patton rtl run TRACE [--rows N] [--seed S] [--waves FILE] [--json] [--timing PROFILE]``
     Read an instruction trace, give every write that carries no ``data=`` a seeded random
     bfloat16 payload (``R/W MEM`` without ``col=``: column 0), run the cycle model, replay each
     channel's schedule on the RTL channel under Verilator (identical schedules once) and score
@@ -8,7 +8,7 @@
     model. Exit 1 on a mismatch or an unexpected violation. ``--waves`` copies the replay's
     waveform to ``FILE``: VCD for a ``.vcd`` name, FST for ``.fst`` (``patton.tb.fst`` finds the
     LZ4 and zlib libraries it links).
-``patton rtl check SCHEDULE [--rows N] [--json]``
+``patton rtl check SCHEDULE [--rows N] [--json] [--timing PROFILE]``
     Replay a timed schedule (``cycle channel command [bank row col] [data=...] [mask=...]
     [cfr=...] [src=N]``, ``patton.sim.schedule``) on the RTL with the payloads, lane masks
     and CFRs it carries (zeros, all lanes and reset CFRs where it carries none) and compare
@@ -29,7 +29,10 @@ order). Rows beyond ``--rows``, unreadable files and malformed lines exit 2 with
 ``file:line: reason``.
 
 :func:`add_parser` registers the ``rtl`` group on the ``patton`` command's sub-parsers. The
-Verilator build is made once per process and row count (and cached on disk under ``build/``).
+Verilator build is made once per process, row count and timing profile (and cached on disk under
+``build/``). ``--timing`` (default ``aimsim-0f28a07``) sets the profile of the cycle model, of
+the RTL's timing checker (generated from it) and of the ``verify`` it is compared with; the JSON
+output names it (``"timing"``).
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from patton.sim import trace as trace_format
 from patton.sim.cycle_model import CycleModel
 from patton.sim.device import DEVICE
 from patton.sim.schedule import WRITES
+from patton.sim.timing import DEFAULT_PROFILE
 from patton.tb.prepare import DEFAULT_ROWS, RowsError, fill_payloads
 from patton.tb.prepare import check_schedule_rows as _check_schedule_rows
 from patton.tb.prepare import check_trace_rows as _check_trace_rows
@@ -67,7 +71,7 @@ __all__ = ["add_parser", "player", "fill_payloads", "RowsError", "Replay"]
 #: Violation lines printed per channel group in the human summary.
 _SHOW = 10
 
-_PLAYERS: dict[tuple[int, str | None], SchedulePlayer] = {}
+_PLAYERS: dict[tuple[int, str | None, str], SchedulePlayer] = {}
 
 
 # -- shared helpers -------------------------------------------------------------------------
@@ -78,15 +82,17 @@ def _wave_format(path: str) -> str:
     return Path(path).suffix.lower().lstrip(".")
 
 
-def player(rows: int = DEFAULT_ROWS, waves: str | None = None) -> SchedulePlayer:
-    """Return this process's schedule player for ``rows`` rows per bank (built once)."""
-    key = (rows, waves)
+def player(rows: int = DEFAULT_ROWS, waves: str | None = None,
+           timing: str = DEFAULT_PROFILE) -> SchedulePlayer:
+    """Return this process's schedule player for ``rows`` rows per bank whose timing checker
+    is built for profile ``timing`` (built once per process)."""
+    key = (rows, waves, timing)
     if key not in _PLAYERS:
         from patton.hw.params import ChannelParams
         from patton.tb.player import SchedulePlayer
 
         with _stdout_to_stderr():
-            _PLAYERS[key] = SchedulePlayer(ChannelParams(rows=rows), waves=waves)
+            _PLAYERS[key] = SchedulePlayer(ChannelParams(rows=rows), waves=waves, timing=timing)
     return _PLAYERS[key]
 
 
@@ -111,7 +117,7 @@ def _run(args: argparse.Namespace) -> int:
     except RowsError as error:
         return _error(str(error))
     filled = fill_payloads(program, args.seed)
-    model = CycleModel(record=True).run(program)
+    model = CycleModel(timing=args.timing, record=True).run(program)
     assert model.schedule is not None
     try:
         _check_schedule_rows(model.schedule, args.rows, str(args.trace))
@@ -121,7 +127,7 @@ def _run(args: argparse.Namespace) -> int:
     if waves is not None and waves not in ("vcd", "fst"):
         return _error(f"--waves {args.waves}: name a .vcd or .fst file")
     try:
-        play = player(args.rows, waves)
+        play = player(args.rows, waves, args.timing)
     except RuntimeError as error:
         if waves == "fst" and "FST waveforms need" in str(error):
             return _error(str(error))
@@ -148,7 +154,7 @@ def _run(args: argparse.Namespace) -> int:
     agree = all(r.verdict.agree for r in replays)
     ok = not (mismatches or violations or model_violations or unflagged) and agree
     report = {
-        "trace": str(args.trace), "rows": args.rows, "seed": args.seed,
+        "trace": str(args.trace), "timing": args.timing, "rows": args.rows, "seed": args.seed,
         "payloads_filled": filled,
         "cycles": max((r.result.cycles for r in replays), default=0),
         "model_cycles": model.cycles,
@@ -178,7 +184,7 @@ def _run(args: argparse.Namespace) -> int:
         return 0 if ok else 1
     print(f"trace      {args.trace} ({filled} payload(s) filled, seed {args.seed})")
     print(f"model      {model.cycles} cycles, {model.commands} commands on "
-          f"{len(model.command_counts)} channel(s)")
+          f"{len(model.command_counts)} channel(s), timing {args.timing}")
     print(f"rtl        {len(replays)} distinct schedule(s) replayed, "
           f"{report['replayed_commands']} commands, {report['cycles']} cycles max, "
           f"{report['rtl_seconds']:.2f} s (--rows {args.rows})")
@@ -212,7 +218,7 @@ def _check(args: argparse.Namespace) -> int:
         _check_schedule_rows(commands, args.rows, str(args.schedule))
     except RowsError as error:
         return _error(str(error))
-    found = check.verify(commands)
+    found = check.verify(commands, timing=args.timing)
     bus = [v for v in found if v.kind == "bus"]
     flagged = {(v.channel, v.cycle) for v in found if v.kind != "bus"}
     model_violations = len(flagged) + len(bus)
@@ -225,7 +231,7 @@ def _check(args: argparse.Namespace) -> int:
             replayable.append(cmd)
     # Values can be scored only with every write's data (the functional model needs it).
     values = all(c.payload is not None for c in commands if c.command in WRITES)
-    play = player(args.rows)
+    play = player(args.rows, timing=args.timing)
     replays = _replay_all(play, replayable, "rtl-check", values=values)
     seconds = time.perf_counter() - started
     rtl_violations = sum(r.verdict.rtl_violations * len(r.channels) for r in replays)
@@ -237,7 +243,8 @@ def _check(args: argparse.Namespace) -> int:
     mismatches = read_mismatches + mat_mismatches
     ok = not (rtl_violations or model_violations or unflagged or mismatches)
     report = {
-        "schedule": str(args.schedule), "rows": args.rows, "commands": len(commands),
+        "schedule": str(args.schedule), "timing": args.timing, "rows": args.rows,
+        "commands": len(commands),
         "bus_conflicts": len(bus),
         "values": values,
         "reads": reads,
@@ -265,7 +272,7 @@ def _check(args: argparse.Namespace) -> int:
         return 0 if ok else 1
     print(f"schedule   {args.schedule}: {len(commands)} commands, "
           f"{len(replays)} distinct channel schedule(s) replayed (--rows {args.rows})")
-    print(f"model      {model_violations} violation(s)"
+    print(f"model      {model_violations} violation(s), timing {args.timing}"
           + (f", {len(bus)} bus conflict(s) (not replayed)" if bus else ""))
     for v in found[:_SHOW]:
         print(f"  {args.schedule}:{v}")
@@ -326,6 +333,7 @@ def _rows(text: str) -> int:
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Register ``rtl`` (with ``run`` and ``check``) on ``subparsers``; return its parser."""
+    from patton.cli import add_timing_option
     rtl = subparsers.add_parser("rtl", help="the RTL channel under Verilator",
                                 description="Replay traces and schedules on the RTL channel.")
     verbs = rtl.add_subparsers(dest="verb", required=True)
@@ -340,6 +348,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     run.add_argument("--waves", metavar="FILE",
                      help="build with waveform tracing and copy the dump to FILE (.vcd or .fst)")
     run.add_argument("--json", action="store_true", help="print one JSON object")
+    add_timing_option(run)
     run.set_defaults(func=_run)
     chk = verbs.add_parser("check", help="replay a schedule on the RTL; compare both checkers",
                            description=_CHECK_HELP)
@@ -348,5 +357,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     chk.add_argument("--rows", type=_rows, default=DEFAULT_ROWS,
                      help=f"rows per bank of the RTL build (default {DEFAULT_ROWS})")
     chk.add_argument("--json", action="store_true", help="print one JSON object")
+    add_timing_option(chk)
     chk.set_defaults(func=_check)
     return rtl

@@ -40,8 +40,10 @@ Decisions:
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -53,7 +55,7 @@ from patton.sim.executor import CycleExecutor, Result, closed
 from patton.sim.isa import Command, Instruction, Opcode
 from patton.sim.program import OPCODES, UNSET, Program, Readout
 from patton.sim.schedule import TimedCommand
-from patton.sim.timing import TIMING, TimingTable
+from patton.sim.timing import DEFAULT_PROFILE, Timing
 from patton.tb.player import SchedulePlayer
 from patton.tb.reference import verify_from
 from patton.tb.scoreboard import Discrepancy, Scoreboard
@@ -94,9 +96,10 @@ class RtlStats:
     commands: int = 0  # commands replayed on the RTL (all bundled channels)
     model_cycles: int = 0  # the cycle model's cycles, summed over programs
     rtl_cycles: int = 0  # RTL channel cycles simulated, max over channels, summed
+    channel_cycles: int = 0  # RTL channel cycles simulated, summed over channels
     model_reads: int = 0  # read-outs from channels run on the models only
     seconds: float = 0.0  # wall time in run()
-    rtl_seconds: float = 0.0  # of which waiting for the RTL
+    rtl_seconds: float = 0.0  # of which waiting for the RTL (the channels run in parallel)
 
 
 class RtlExecutor:
@@ -112,7 +115,9 @@ class RtlExecutor:
             reads or checker flags differ from the models'.
         outside: ``"error"`` (refuse instructions for other channels) or ``"model"`` (run
             them on the models only).
-        timing: timing table of the cycle model.
+        timing: timing profile (name or table, default ``aimsim-0f28a07``) of the cycle
+            model, the RTL's timing checker (its own Verilator build per profile) and the
+            ``verify`` its flags are compared with.
         name: prefix of the session folders (``build/runs/<name>-ch<c>-<pid>``).
         timeout: seconds without progress before a simulator is declared hung.
 
@@ -122,7 +127,7 @@ class RtlExecutor:
 
     def __init__(self, device: Device = DEVICE, channels: Iterable[int] = (0,), *,
                  rows: int = 64, waves: str | None = None, strict: bool = True,
-                 outside: str = "error", timing: TimingTable = TIMING,
+                 outside: str = "error", timing: Timing = DEFAULT_PROFILE,
                  name: str | None = None, timeout: float = 120.0) -> None:
         global _instances
         if outside not in ("error", "model"):
@@ -139,15 +144,23 @@ class RtlExecutor:
         self.rows = rows
         self.outside = outside
         self.cycle = CycleExecutor(device, timing, record=True)
+        self.timing = self.cycle.timing
         self.model = self.cycle.model
         self.scoreboard = Scoreboard(strict=strict)
         self.stats = RtlStats()
-        self.player = SchedulePlayer(ChannelParams(rows=rows), waves=waves)
+        #: Fault injection (checks of the checks): called as ``tamper(where, commands, reads,
+        #: verify)`` with ``reads`` None before a channel's commands go to the RTL (return
+        #: ``(commands, None)``, ``verify(commands)`` lists their violations) and with the RTL's
+        #: reads after (return ``(commands, reads)``). None: nothing is touched.
+        self.tamper: Callable[..., tuple[list, list | None]] | None = None
+        self.player = SchedulePlayer(ChannelParams(rows=rows), waves=waves, timing=self.timing)
         if self.player.params.lanes != device.lanes or self.player.params.banks != device.banks:
             raise ValueError("the RTL channel's organisation differs from the device's")
         _instances += 1
         prefix = name if name is not None else f"rtl-executor{_instances}"
         self.sessions: dict[int, Session] = {}
+        self._pool = ThreadPoolExecutor(max_workers=len(self.channels),
+                                        thread_name_prefix="rtl-channel")
         try:
             for c in self.channels:
                 self.sessions[c] = Session(self.player, f"{prefix}-ch{c}", timeout=timeout)
@@ -230,13 +243,27 @@ class RtlExecutor:
         expected = self._expected(prog, timed.readouts, per_channel)
         readouts = list(timed.readouts)
         rtl_cycles: dict[int, int] = {}
-        waited = 0.0
+        sent: dict[int, list[TimedCommand]] = {}
         for c, cmds in per_channel.items():
             if not cmds:
                 continue
-            got = self.sessions[c].run(cmds)
-            waited += got.seconds
+            if self.tamper is not None:  # fault injection: the schedule as the RTL gets it
+                cmds = self.tamper(f"program {number} channel {c}", cmds, None,
+                                   lambda cs, c=c: verify_from(start, c, cs, self.device,
+                                                               self.timing))[0]
+            sent[c] = cmds
+        # every channel's simulator replays its segment at the same time
+        waiting = time.perf_counter()
+        running = {c: self._pool.submit(self.sessions[c].run, cmds) for c, cmds in sent.items()}
+        results = {c: job.result() for c, job in running.items()}
+        waited = time.perf_counter() - waiting
+        for c, cmds in sent.items():
+            got = results[c]
+            if self.tamper is not None:  # fault injection: the reads as the RTL returned them
+                got = dataclasses.replace(got, reads=self.tamper(
+                    f"program {number} channel {c}", cmds, got.reads, None)[1])
             self.stats.commands += len(cmds)
+            self.stats.channel_cycles += got.cycles
             rtl_cycles[c] = got.cycles
             reads = expected[c]
             paired = self.scoreboard.compare([(cmd, want, op) for cmd, want, op, _ in reads],
@@ -246,7 +273,8 @@ class RtlExecutor:
                     old = readouts[slot]
                     readouts[slot] = Readout(old.channel, old.opcode, got.reads[i].data,
                                              old.index)
-            self.scoreboard.check(cmds, got, verify_from(start, c, cmds, self.device), number, c)
+            self.scoreboard.check(cmds, got, verify_from(start, c, cmds, self.device, self.timing),
+                                  number, c)
         self.stats.model_reads += sum(r.channel is not None and r.channel not in per_channel
                                       for r in readouts)
         self.stats.model_cycles += timed.cycles
@@ -273,14 +301,16 @@ class RtlExecutor:
                 key = (cmd.source, c, cmd.command)
                 issued[key] = issued.get(key, 0) + 1
         finals: dict[int, Command | None] = {}
+        instructions: list[Instruction] | None = None
         for i, op_id in enumerate(prog.op.tolist()):
             final = finals.get(op_id, Command.EOC)
             if final is Command.EOC:
                 final = finals[op_id] = OPCODES[op_id].info.final
             if final is None or final in (Command.SYNC, Command.EOC):
                 continue
-            ins = prog[i]
-            assert isinstance(ins, Instruction)
+            if instructions is None:  # expanded once (indexing a Program copies)
+                instructions = prog.to_instructions()
+            ins = instructions[i]
             for c in ins.channels():
                 if c not in per_channel:
                     continue
@@ -352,6 +382,7 @@ class RtlExecutor:
         """End every channel's simulator (waveforms are written now)."""
         for session in self.sessions.values():
             session.close()
+        self._pool.shutdown(wait=False)
 
     def __enter__(self) -> RtlExecutor:
         return self

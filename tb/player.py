@@ -8,8 +8,9 @@ once per command. :meth:`SchedulePlayer.play` is a one-segment :class:`~patton.t
 (a simulator that stays alive across schedules, fed through a named pipe).
 
 Builds are cached under ``build/`` (``patton.tb.toolchain``): the channel's Verilog is keyed by
-the sources it is generated from and the channel parameters, the Verilator build by the
-Verilog text.
+the sources it is generated from, the channel parameters and the timing profile its checker is
+generated from, the Verilator build by the Verilog text (so each profile whose rules differ has
+its own build).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from patton.hw.isa import command_layout
 from patton.hw.params import ChannelParams
 from patton.sim.isa import Cfr
 from patton.sim.schedule import TimedCommand
-from patton.sim.timing import TIMING
+from patton.sim.timing import DEFAULT_PROFILE, TIMING, Timing, timing_table
 from patton.tb import fst
 from patton.tb.driver import DATA_BITS as _DATA_BITS
 from patton.tb.driver import HEAD_BITS as _HEAD_BITS
@@ -69,14 +70,18 @@ class SchedulePlayer:
             (``patton.tb.fst``); VCD needs nothing.
         build: make (or find) the Verilator build; ``False`` gives a player that only packs
             commands (a cocotb test inside the simulator uses it for its driver).
+        timing: the timing profile (name or table) the RTL's timing checker is generated
+            from (default ``aimsim-0f28a07``); ``timing`` holds the compiled table.
     """
 
     def __init__(self, params: ChannelParams | None = None, *,
-                 waves: str | None = None, build: bool = True) -> None:
+                 waves: str | None = None, build: bool = True,
+                 timing: Timing = DEFAULT_PROFILE) -> None:
         if waves not in (None, "vcd", "fst"):
             raise ValueError(f"waves must be None, 'vcd' or 'fst', not {waves!r}")
         self.params = params if params is not None else ChannelParams(rows=64)
         self.waves = waves
+        self.timing = timing_table(timing)
         self._cmd = _offsets(command_layout(self.params))
         split = {"data": (_HEAD_BITS, _DATA_BITS),
                  "mask": (_HEAD_BITS + _DATA_BITS, _MASK_BITS)}
@@ -92,6 +97,7 @@ class SchedulePlayer:
 
     def _verilog(self) -> list[Path]:
         digest = hashlib.sha256(repr(sorted(vars(self.params).items())).encode())
+        digest.update(self.timing.fingerprint().encode())
         package = _HERE.parent
         for folder in ("hw", "sim"):
             for source in sorted((package / folder).rglob("*.py")) + sorted(
@@ -100,7 +106,7 @@ class SchedulePlayer:
         out = BUILD_ROOT / "verilog" / f"{TOP}-{digest.hexdigest()[:12]}"
         files = [out / f"{TOP}.v", out / "patton_mat.v"]
         if not all(f.exists() for f in files):
-            files = emit_verilog(out, self.params)
+            files = emit_verilog(out, self.params, timing=self.timing)
         return files
 
     def _compile(self) -> Path:

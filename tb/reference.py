@@ -18,7 +18,7 @@ from patton.sim.functional import FunctionalModel
 from patton.sim.isa import Command
 from patton.sim.replay import Returned, replay
 from patton.sim.schedule import TimedCommand
-from patton.sim.timing import TIMING
+from patton.sim.timing import DEFAULT_PROFILE, TIMING, Timing
 
 __all__ = ["Reference", "return_order", "verify_from"]
 
@@ -27,7 +27,7 @@ _PRELUDE = -1_000_000
 
 
 def verify_from(start: DeviceState, channel: int, cmds: Sequence[TimedCommand],
-                device: Device = DEVICE) -> list[Violation]:
+                device: Device = DEVICE, timing: Timing = DEFAULT_PROFILE) -> list[Violation]:
     """``verify`` one channel's commands as issued from the row and mode state ``start``.
 
     ``verify`` starts from reset; a prelude of one ACT per open bank and a TMOD (register
@@ -42,7 +42,7 @@ def verify_from(start: DeviceState, channel: int, cmds: Sequence[TimedCommand],
             cycle += 1000
     if start.reg_mode[channel]:
         prelude.append(TimedCommand(cycle, channel, Command.TMOD))
-    return [v for v in verify(prelude + list(cmds), device) if v.cycle >= 0]
+    return [v for v in verify(prelude + list(cmds), device, timing) if v.cycle >= 0]
 
 
 def return_order(returned: Sequence[Returned]) -> list[Returned]:

@@ -113,7 +113,8 @@ class Replay:
 
 def replay_group(play: SchedulePlayer, group: list[list[TimedCommand]], name: str,
             values: bool) -> Replay:
-    """Replay the first schedule of a channel group on the RTL and score it."""
+    """Replay the first schedule of a channel group on the RTL and score it (against
+    ``verify`` under the timing profile the player's checker was built for)."""
     from patton.hw.isa import REJECTED, ProtocolCode
     from patton.tb.player import PlayResult
     from patton.tb.scoreboard import score
@@ -137,7 +138,7 @@ def replay_group(play: SchedulePlayer, group: list[list[TimedCommand]], name: st
     scored = dataclasses.replace(result, violations=kept)
     model_view = [c for c in to_rtl if c.command not in REJECTED]
     out.result = scored
-    out.verdict = score(model_view, scored, values=values)
+    out.verdict = score(model_view, scored, values=values, timing=play.timing)
     return out
 
 

@@ -22,7 +22,7 @@ from patton.sim.device import AF_ROW_BASE, DEVICE, Device
 from patton.sim.functional import FunctionalModel
 from patton.sim.replay import replay
 from patton.sim.schedule import TimedCommand
-from patton.sim.timing import TIMING
+from patton.sim.timing import DEFAULT_PROFILE, TIMING, Timing
 from patton.tb.monitor import PlayResult, RtlRead
 
 __all__ = ["Verdict", "score", "Scoreboard", "Discrepancy", "ScoreboardError"]
@@ -59,10 +59,11 @@ class Verdict:
 
 
 def score(schedule: Sequence[TimedCommand], result: PlayResult, device: Device = DEVICE,
-          values: bool = True) -> Verdict:
-    """Compare one channel's replay with the models (``values=False``: checks only)."""
+          values: bool = True, timing: Timing = DEFAULT_PROFILE) -> Verdict:
+    """Compare one channel's replay with the models (``values=False``: checks only; ``timing``:
+    the profile ``verify`` checks against, the one the RTL's checker was built for)."""
     verdict = Verdict()
-    found = verify(schedule, device)
+    found = verify(schedule, device, timing)
     verdict.model_timing = {(v.cycle, v.rule) for v in found if v.kind == "timing"}
     verdict.model_protocol = {v.cycle for v in found if v.kind == "protocol"}
     verdict.model_bus = sum(v.kind == "bus" for v in found)

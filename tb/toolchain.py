@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["verilator_root", "environment", "build_dir", "BUILD_ROOT"]
+__all__ = ["verilator_root", "environment", "build_dir", "quiet", "BUILD_ROOT"]
 
 #: Git-ignored folder for generated Verilog, Verilator builds and waveforms.
 BUILD_ROOT = Path(os.environ.get("PATTON_BUILD", Path(__file__).resolve().parents[1] / "build"))
@@ -54,3 +57,25 @@ def build_dir(name: str, *sources: Path) -> Path:
     path = BUILD_ROOT / "verilator" / f"{name}-{digest.hexdigest()[:12]}"
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+@contextmanager
+def quiet(log: Path) -> Iterator[Path]:
+    """Send this process's standard output and error (file descriptors 1 and 2, where make,
+    Verilator and the cocotb runner write) to ``log`` while the block runs; yield ``log``."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    with open(log, "ab") as sink:
+        os.dup2(sink.fileno(), 1)
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield log
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            os.close(saved[0])
+            os.close(saved[1])

@@ -56,8 +56,8 @@ def test_dropped_act16_and_dropped_tmod_are_protocol_errors(gemv):
     assert any(v.kind == "protocol" and "normal mode" in v.detail for v in found)
 
 
-def _oracle(sched):
-    """Every rule broken by a pair (last issue of P at a node, later F at that node)."""
+def _oracle(sched, timing=TIMING):
+    """Every rule of ``timing`` broken by a pair (last issue of P at a node, later F there)."""
     out = set()
     per_group = DEVICE.banks_per_group
     ordered = sorted(sched, key=lambda c: c.cycle)
@@ -66,7 +66,7 @@ def _oracle(sched):
             p = ordered[i]
             if p.channel != f.channel:
                 continue
-            for rule in TIMING.rules:
+            for rule in timing.rules:
                 if rule.cycles < 0 or p.command not in rule.preceding \
                         or f.command not in rule.following:
                     continue

@@ -54,10 +54,53 @@ def test_usage_errors(args):
         main(args)
 
 
-def test_demo_passes_and_writes_its_files(tmp_path, monkeypatch, capsys):
-    monkeypatch.chdir(tmp_path)
-    assert main(["demo", "--rows", "2"]) == 0
-    out = capsys.readouterr().out
-    assert "PASS" in out and "0 timing violations" in out
-    assert (tmp_path / "build/demo/gemv.trace").exists()
-    assert (tmp_path / "build/demo/gemv.schedule").stat().st_size > 0
+def test_demo_on_the_models_prints_steps_and_writes_its_files(tmp_path, capsys):
+    out = tmp_path / "demo"
+    assert main(["demo", "--device", "model", "--steps", "6", "--out", str(out),
+                 "--json"]) == 0
+    got = capsys.readouterr()
+    figures = json.loads(got.out)
+    for key in ("steps", "requests", "mismatches", "violations", "placement_mismatches",
+                "commits", "cycles"):
+        assert key in figures
+    assert figures["steps"] == 6 and figures["failures"] == []
+    assert figures["mismatches"] == figures["violations"] == 0
+    assert figures["cycles"] == sum(figures["cycles_by_phase"].values()) > 0
+    assert " 5    4" in got.err and "verdict      PASS" in got.err  # the table, on stderr
+    assert (out / "cycles.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert json.loads((out / "chat.json").read_text())["per_step"][0]["step"] == 0
+
+
+def test_demo_with_a_fault_fails_and_names_it(tmp_path, capsys):
+    assert main(["demo", "--device", "model", "--steps", "14", "--fault", "commit-row",
+                 "--fault-step", "0", "--out", str(tmp_path), "--json"]) == 1
+    figures = json.loads(capsys.readouterr().out)
+    assert figures["fault"].startswith("step ") and figures["failures"]
+    assert "commit of block" in figures["failures"][0]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--seed", "-1"], "must be a non-negative decimal integer"),
+    (["--steps", "x"], "not a decimal integer"),
+    (["--device", "fpga"], "invalid choice"),
+])
+def test_demo_refuses_bad_options(argv, message, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["demo", *argv])
+    assert e.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_demo_reports_bad_files_without_a_traceback(tmp_path, capsys):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "a", "messages": [[1, 2]]}\n')
+    assert main(["demo", "--device", "model", "--conversations", str(bad), "--json"]) == 2
+    got = capsys.readouterr()
+    error = json.loads(got.out)
+    assert error["file"] == str(bad) and error["line"] == 1 and "error:" in got.err
+    assert main(["demo", "--device", "model", "--conversations", str(tmp_path)]) == 2
+    assert "error:" in capsys.readouterr().err
+    (tmp_path / "file").write_text("")
+    assert main(["demo", "--device", "model", "--out", str(tmp_path / "file")]) == 2
+    assert "not a folder" in capsys.readouterr().err
+    assert main(["demo", "--device", "model", "--waves", "3"]) == 2
+    assert "--waves needs --device rtl" in capsys.readouterr().err

@@ -138,7 +138,7 @@ def test_check_reports_bus_conflicts(capsys, legal_schedule, tmp_path):
     lines = legal_schedule.read_text().splitlines()
     cycle, channel = lines[3].split()[:2]
     path = tmp_path / "bus.schedule"
-    path.write_text("\n".join(lines + [f"{cycle} {channel} TMOD"]) + "\n")
+    path.write_text("\n".join(lines[:4] + [f"{cycle} {channel} TMOD"] + lines[4:]) + "\n")
     status, report = _json(capsys, ["rtl", "check", str(path)])
     assert status == 1 and report["bus_conflicts"] == 1
     assert report["replayed_commands"] == report["commands"] - 1

@@ -12,6 +12,7 @@ from patton.runtime.errors import (
     DuplicateBlock,
     OffsetError,
     ReadOnlyBlock,
+    ShapeError,
     UnknownBlock,
     UnknownRequest,
 )
@@ -171,7 +172,7 @@ def test_misuse_raises_typed_errors_and_changes_nothing() -> None:
         (ReadOnlyBlock, lambda: rt.write(0, 15, k, v)),  # shared (and full)
         (OffsetError, lambda: rt.write(1, 5, k, v)),  # not appending
         (OffsetError, lambda: rt.write(1, 3, *kv(rt.config, 14))),  # beyond offset 15
-        (OffsetError, lambda: rt.write(1, 3, k[:, :, :1], v[:, :, :1])),  # wrong shape
+        (ShapeError, lambda: rt.write(1, 3, k[:, :, :1], v[:, :, :1])),  # wrong shape
         (OffsetError, lambda: rt.write_many([(1, 3, k, v), (1, 3, k, v)])),
         (DoubleFree, lambda: rt.free(1, 1)),
         (BlockStateError, lambda: rt.evict(1)),

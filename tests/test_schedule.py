@@ -87,13 +87,13 @@ def test_wr_gb_payload_is_sliced_by_column():
 
 
 def test_lines_without_extensions_stay_what_they_were():
-    lines = ["74 0 ACT16 - 0 -", "130 0 MAC16 - 0 3", "45 31 TMOD", "29 0 WR 2 8 -"]
+    lines = ["29 0 WR 2 8 -", "45 31 TMOD", "74 0 ACT16 - 0 -", "130 0 MAC16 - 0 3"]
     parsed = list(schedule.parse(lines))
     for c in parsed:
         assert (c.payload, c.mask, c.cfr, c.source) == (None, None, RESET, -1)
     assert [schedule.format_line(c) for c in parsed] == lines
     # An empty cfr stands for the reset values, and is written the same way.
-    assert TimedCommand(45, 31, Command.TMOD) == parsed[2]
+    assert TimedCommand(45, 31, Command.TMOD) == parsed[1]
     assert schedule.format_line(TimedCommand(45, 31, Command.TMOD, cfr=RESET)) == "45 31 TMOD"
 
 
@@ -125,8 +125,8 @@ BAD = [
     ("12 0 MAC16 - 0 3 cfr=2,1,0", "cfr= BROADCAST value 2 out of range 0..1"),
     ("12 0 MAC16 - 0 3 cfr=0,1,8", "cfr= AFM value 8 out of range 0..7"),
     ("12 0 MAC16 - 0 3 cfr=0,1", "cfr= needs 3 values"),
-    ("12 0 MAC16 - 0 3 cfr=0,-1,0", "not a decimal number"),
-    ("12 0 MAC16 - 0 3 src=-1", "src='-1' is not a non-negative decimal number"),
+    ("12 0 MAC16 - 0 3 cfr=0,-1,0", "cfr= EWMUL_BG value '-1' is negative"),
+    ("12 0 MAC16 - 0 3 src=-1", "src='-1' is negative"),
     ("12 0 MAC16 - 0 3 foo=1", "unknown field 'foo'"),
     ("12 0 MAC16 - 0 3 src=1 src=2", "src= given twice"),
     ("12 0 MAC16 - 0 src=1 3", "positional field '3' after key=value fields"),

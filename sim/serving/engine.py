@@ -44,7 +44,7 @@ from patton.sim.serving.clients import Finished, Request, Scheduled, StepOutput
 from patton.sim.serving.kv_cache import KVCacheManager, Placement, PrefixKeys
 from patton.sim.serving.vllm_engine import VllmParams
 
-__all__ = ["EngineParams", "SETTINGS", "Sequence", "EmbeddedEngine"]
+__all__ = ["EngineParams", "SETTINGS", "Sequence", "Batch", "EmbeddedEngine"]
 
 #: The engine parameters (vLLM v1 names): one definition for both engines.
 EngineParams = VllmParams
@@ -86,6 +86,21 @@ class Sequence:
         self.decode_entry = Scheduled(self.request_id, 1)
 
 
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """One step's schedule before the model runs (what :meth:`EmbeddedEngine.schedule` made).
+
+    Invariants: ``scheduled[i]`` is ``(sequence, tokens)`` in scheduling order; the step
+    computes tokens ``starts[i] .. starts[i] + tokens - 1`` of that sequence (its KV is
+    written in this step), ``starts[i]`` being its computed tokens after the prefix lookup;
+    ``preempted`` lists the sequences preempted while scheduling.
+    """
+
+    scheduled: list[tuple[Sequence, int]]
+    starts: list[int]
+    preempted: list[Sequence]
+
+
 class EmbeddedEngine:
     """vLLM 0.33's scheduler and KV cache manager in pure Python.
 
@@ -122,6 +137,24 @@ class EmbeddedEngine:
     def step(self) -> StepOutput:
         """Run one scheduler step: schedule, then the synthesised model output."""
         scheduled, preempted = self._schedule()
+        return self._output(scheduled, preempted)
+
+    def schedule(self) -> Batch:
+        """Schedule one step (vLLM's ``schedule()``); :meth:`update` must follow.
+
+        ``step()`` is ``update(schedule())``; between the two a driver runs the model's work
+        for the batch (e.g. writes its KV to a device), while every block the batch needs is
+        bound and no finished request has released its blocks yet.
+        """
+        scheduled, preempted = self._schedule()
+        return Batch(scheduled, [seq.num_computed for seq, _ in scheduled], preempted)
+
+    def update(self, batch: Batch) -> StepOutput:
+        """Finish the step :meth:`schedule` began (vLLM's ``update_from_output()``)."""
+        return self._output(batch.scheduled, batch.preempted)
+
+    def _output(self, scheduled: list[tuple[Sequence, int]],
+                preempted: list[Sequence]) -> StepOutput:
         entries, finished = self._update(scheduled)
         self.num_steps += 1
         return StepOutput(

@@ -17,6 +17,7 @@ from patton.sim.isa import Instruction
 from patton.sim.program import concat
 from patton.sim.serving.checks import Report, check_attention, check_placements
 from patton.sim.serving.scenario import Event, Tokens
+from patton.sim.timing import DEFAULT_PROFILE, Timing
 
 __all__ = ["execute", "apply_lifecycle"]
 
@@ -45,7 +46,8 @@ def apply_lifecycle(rt: Runtime, event: tuple) -> bool:
 def execute(config: Config, log: list[Event], mode: Mode = Mode.PATTON, *, seed: int = 0,
             functional: bool = True, cycles: bool = False, placements: bool = True,
             token_op: str = "abk", model: FunctionalModel | None = None,
-            sink: list[Instruction] | None = None) -> tuple[Runtime, Report]:
+            sink: list[Instruction] | None = None,
+            timing: Timing = DEFAULT_PROFILE) -> tuple[Runtime, Report]:
     """Replay ``log`` on a fresh runtime; check on the functional model and time Value writes.
 
     Args:
@@ -62,6 +64,7 @@ def execute(config: Config, log: list[Event], mode: Mode = Mode.PATTON, *, seed:
             cycle executors keep its mats in step too.
         sink: if given, every program run on the functional model is appended to it (in
             order; add an EOC and it is one replayable trace of the whole scenario).
+        timing: the timing profile of the cycle executors (:mod:`patton.sim.timing`).
     """
     rt = Runtime(config, mode, token_op=token_op)
     data = Tokens(config, seed)
@@ -95,7 +98,7 @@ def execute(config: Config, log: list[Event], mode: Mode = Mode.PATTON, *, seed:
                                    if start + n == config.block_size and start > 0)
             if timed is not None:
                 # each step's Value writes timed alone, from the reset state: a fresh executor
-                res = CycleExecutor(config.device, record=False, model=mats).run(timed)
+                res = CycleExecutor(config.device, timing, record=False, model=mats).run(timed)
                 assert res.cycles is not None and res.command_counts is not None
                 assert res.energy is not None
                 rep.value_write_cycles += res.cycles

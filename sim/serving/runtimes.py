@@ -54,6 +54,7 @@ __all__ = [
     "Usage",
     "attach",
     "capacity",
+    "config_blocks",
     "device_bytes",
     "kv_bytes_per_token",
     "layer_config",
@@ -128,7 +129,7 @@ def layer_config(model: ModelSpec, layer_rows: int, *, variant: str = "patton",
     return cfg
 
 
-def _config_blocks(cfg: Config) -> int:
+def config_blocks(cfg: Config) -> int:
     keys = cfg.krs_count * cfg.o2k_per_krs * cfg.n_o1p2
     values = cfg.vrs_count * cfg.o2v_per_vrs * cfg.o2v_width
     return min(keys, values)
@@ -172,7 +173,7 @@ def capacity(variant: str, model: ModelSpec, *, num_blocks: int | None = None,
         raise ValueError(f"{num_blocks} blocks of {model.name} give {rows} rows per layer, "
                          f"which the runtime cannot lay out: {e}") from None
     return Capacity(variant, model.name, num_blocks, block_size,
-                    rows * row_bytes * model.layers, _config_blocks(cfg), rows, cfg.crs_rows,
+                    rows * row_bytes * model.layers, config_blocks(cfg), rows, cfg.crs_rows,
                     cfg.o2v_width)
 
 

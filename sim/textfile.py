@@ -1,0 +1,192 @@
+"""What the text readers share: one error type, one number syntax, one way to read a file.
+
+The trace reader (:mod:`patton.sim.trace`) and the schedule reader
+(:mod:`patton.sim.schedule`) read user files with the same rules:
+
+* A file is UTF-8 text (a UTF-8 byte-order mark at its start is skipped). Bytes that do not
+  decode, and NUL bytes (UTF-16 or binary data), are ``file:line: not UTF-8 text``. Outside
+  comments a line is ASCII.
+* Lines end at ``\\n`` (a ``\\r`` before it is whitespace). A ``#`` starts a comment that runs
+  to the end of the line, at the start of a line or after fields; a line whose field count is
+  wrong and that has a comment says so (:data:`COMMENT_NOTE`).
+* Numbers are decimal (``0`` or a digit 1-9 followed by digits) or ``0x`` hexadecimal
+  (``0x`` or ``0X`` and hex digits), ASCII digits only. No sign, no ``_`` separators, no
+  leading zeros on decimals (``010``: C reads that as octal 8, the public simulator as 10, so
+  the reader refuses to guess). :func:`number` is the one parser.
+* Every problem is a :class:`ReadError` (the readers' :class:`~patton.sim.trace.TraceError`
+  and :class:`~patton.sim.schedule.ScheduleError`) with the file, the 1-based line and the
+  reason; ``str()`` is ``file:line: reason``, or ``file: reason`` for a file that cannot be
+  read or written at all (``line`` is ``None``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+__all__ = ["ReadError", "FieldCountError", "COMMENT_NOTE", "number", "decimal", "decode",
+           "read_lines", "write_text", "content", "strip_comment"]
+
+_DECIMAL = re.compile(r"0|[1-9][0-9]*")
+_NUMBER = re.compile(r"0|[1-9][0-9]*|0[xX][0-9a-fA-F]+")
+_BOM = b"\xef\xbb\xbf"
+
+
+class ReadError(ValueError):
+    """A problem in a text file given to a reader (or a file that cannot be read or written).
+
+    Attributes:
+        file: the file (or the ``source`` name given to a parser).
+        line: the 1-based line, ``None`` when the problem is the file as a whole (it cannot be
+            opened, read or written).
+        reason: what is wrong, without the ``file:line:`` prefix.
+    """
+
+    def __init__(self, file: str, line: int | None, reason: str) -> None:
+        where = f"{file}:{line}" if line is not None else str(file)
+        super().__init__(f"{where}: {reason}")
+        self.file = str(file)
+        self.line = line
+        self.reason = reason
+
+    @property
+    def source(self) -> str:
+        """The file (the name this attribute had before ``file``)."""
+        return self.file
+
+    def to_json(self) -> dict[str, str | int | None]:
+        """Return ``{"error": reason, "file": file, "line": line}`` (``line`` may be None)."""
+        return {"error": self.reason, "file": self.file, "line": self.line}
+
+
+class FieldCountError(ValueError):
+    """A line with the wrong number of fields (the readers add :data:`COMMENT_NOTE` when the
+    line has a ``#`` comment, which may have hidden fields)."""
+
+
+#: Appended to a field-count error on a line with a comment.
+COMMENT_NOTE = " (a '#' starts a comment: nothing after it is a field)"
+
+
+def _why(token: str, what: str, kind: str, generic: str | None = None) -> str:
+    """Return why ``token`` is not a number of ``kind`` (``decimal`` or ``decimal or 0x-hex``);
+    ``generic`` is the reason when no specific one applies."""
+    head = f"{what}{token!r}" if what.endswith("=") else f"{what} {token!r}"
+    if token[:1] == "-" and token[1:] and _NUMBER.fullmatch(token[1:]):
+        return f"{head} is negative"
+    if token[:1] == "+":
+        return f"{head} is not a {kind} number (no sign)"
+    if "_" in token:
+        return f"{head} is not a {kind} number (no '_' separators)"
+    if not token.isascii():
+        return f"{head} is not a {kind} number (ASCII digits only)"
+    if re.fullmatch(r"0[0-9]+", token):
+        return (f"{head} has a leading zero: write {token.lstrip('0') or '0'} (a leading 0 "
+                f"reads as octal in C, so it is refused rather than guessed)")
+    return f"{head} {generic or f'is not a {kind} number'}"
+
+
+def number(token: str, what: str, *, dash: bool = False) -> int:
+    """Return the value of a decimal or ``0x`` hexadecimal number (see the module docstring).
+
+    With ``dash``, ``-`` is also accepted and returns -1 (a schedule's "not given").
+
+    Raises:
+        ValueError: naming ``what``, the token and why it is not such a number.
+    """
+    if _NUMBER.fullmatch(token):
+        return int(token, 0)
+    if dash:
+        if token == "-":
+            return -1
+        raise ValueError(_why(token, what, "decimal or 0x-hex",
+                              "is not a number (decimal, 0x-hex or '-')"))
+    raise ValueError(_why(token, what, "decimal or 0x-hex"))
+
+
+def decimal(token: str, what: str) -> int:
+    """Return the value of a decimal number (the syntax of :func:`number` without hex).
+
+    Raises:
+        ValueError: naming ``what``, the token and why it is not a decimal number.
+    """
+    if _DECIMAL.fullmatch(token):
+        return int(token)
+    raise ValueError(_why(token, what, "decimal"))
+
+
+def strip_comment(text: str) -> str:
+    """Return ``text`` without its ``#`` comment."""
+    cut = text.find("#")
+    return text if cut < 0 else text[:cut]
+
+
+def content(text: str) -> str:
+    """Return a line without its comment; raise ``ValueError`` on a non-ASCII character.
+
+    The readers call it on each line (their fast paths only on lines that hold ``#`` or a
+    non-ASCII character).
+    """
+    text = strip_comment(text)
+    if not text.isascii():
+        ch = next(c for c in text if not c.isascii())
+        raise ValueError(f"non-ASCII character {ch!r} (U+{ord(ch):04X}) outside a comment")
+    return text
+
+
+def decode(data: bytes, file: str, error: type[ReadError]) -> list[str]:
+    """Return the lines of a file's bytes (without line ends).
+
+    A UTF-8 byte-order mark at the start is skipped; lines end at ``\\n`` only (a ``\\r``
+    before it stays, as whitespace), so line numbers are those of the file.
+
+    Raises:
+        error: ``file:line: not UTF-8 text`` at the first line that does not decode or holds
+            a NUL byte.
+    """
+    data = data.removeprefix(_BOM)
+    nul = data.find(b"\0")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as failure:
+        if not 0 <= nul < failure.start:
+            raise error(file, data.count(b"\n", 0, failure.start) + 1,
+                        "not UTF-8 text") from None
+        text = ""  # a NUL byte comes first: reported below
+    if nul >= 0:
+        raise error(file, data.count(b"\n", 0, nul) + 1,
+                    "not UTF-8 text (a NUL byte: UTF-16 or binary data?)")
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def read_lines(path: str | os.PathLike[str], error: type[ReadError], what: str) -> list[str]:
+    """Return the lines of the text file ``path`` (see :func:`decode`).
+
+    Raises:
+        error: the path cannot be read (``file: cannot read <what>: <reason>``), or is not
+            UTF-8 text.
+    """
+    name = os.fspath(path)
+    try:
+        data = Path(path).read_bytes()
+    except OSError as failure:
+        raise error(name, None, f"cannot read {what}: {failure.strerror or failure}") from None
+    return decode(data, name, error)
+
+
+def write_text(path: str | os.PathLike[str], text: str, error: type[ReadError],
+               what: str) -> None:
+    """Write ``text`` to ``path`` (UTF-8).
+
+    Raises:
+        error: the path cannot be written (``file: cannot write <what>: <reason>``).
+    """
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as failure:
+        raise error(os.fspath(path), None,
+                    f"cannot write {what}: {failure.strerror or failure}") from None

@@ -1,0 +1,96 @@
+"""The multi-turn chat served by the PATTON runtime on four live RTL channels under Verilator.
+
+Each channel is a Verilator simulation of the Amaranth channel run by the cocotb runner (the
+schedule player's cocotb test); the engine, the runtime, the driver, the monitor and the
+scoreboard run here and drive the four as one device (``patton.tb.executor.RtlExecutor``).
+Every step is checked (``patton.sim.serving.chat``); the faults show the checks catch what
+they claim to.
+"""
+
+from __future__ import annotations
+
+import pytest
+from patton.sim.serving import conversations as cv
+from patton.sim.serving.chat import DEMO_CONVERSATIONS, Chat, ChatSetup, Faults
+
+pytestmark = pytest.mark.verilator
+
+SETUP = ChatSetup()
+
+
+def _chat(faults: Faults | None = None, max_steps: int | None = None):
+    from patton.tb.executor import RtlExecutor
+
+    ex = RtlExecutor(SETUP.config().device, channels=range(4), rows=SETUP.rows, strict=False,
+                     name="test-chat")
+    try:
+        chat = Chat(cv.read(DEMO_CONVERSATIONS), ex, SETUP, faults=faults, max_steps=max_steps)
+        return chat, chat.run()
+    finally:
+        ex.close()
+
+
+def test_the_whole_chat_on_the_rtl_passes_every_check():
+    chat, rep = _chat()
+    f = rep.as_dict()
+    assert f["failures"] == []
+    assert f["complete"] and f["finished"] == f["requests"] > 10
+    assert f["checks"] == f["steps"]
+    assert f["commits"] > 0 and f["hit_tokens"] > 0 and f["evictions"] > 0
+    assert f["finished_partial"] > 0 and f["prefill_tokens"] > 0 and f["decode_tokens"] > 0
+    assert f["placement_mismatches"] == 0 and f["mismatches"] == 0 and f["violations"] == 0
+    assert f["mat_words"] > 5_000  # the RTL's whole mats equal the functional model's
+    assert f["rtl_cycles"] > f["cycles"]  # each program's RTL segment adds the read drain
+    board = chat.executor.scoreboard
+    assert board.reads > 1000 and board.mismatches == 0 and board.violations == 0
+
+
+@pytest.mark.parametrize("kind, kinds", [
+    ("kv-column", {"placement"}),
+    ("commit-row", {"commit"}),
+    ("early", {"violation"}),
+    ("read-bit", {"read"}),
+])
+def test_each_injected_fault_is_reported_exactly(kind, kinds):
+    """One fault at a time: the step it hits is the first that fails, and its first failure
+    is that fault's (a misplaced element, a misplaced commit, a timing violation at the moved
+    command, a read differing from the functional model)."""
+    faults = Faults(kind, step=14)
+    _, rep = _chat(faults, max_steps=60 if kind == "commit-row" else 18)  # commits are rarer
+    assert faults.hit is not None, "the fault found nothing to corrupt"
+    step = int(faults.hit.split()[1].rstrip(":"))
+    first = next(s for s in rep.steps if s.failures)
+    assert first.step == step
+    failure = first.failures[0]
+    if kinds == {"placement"}:
+        assert "placement in the RTL's mats: block" in failure
+        assert first.violations == 0
+    elif kinds == {"commit"}:
+        assert "commit of block" in failure and "the RTL's mats" in failure
+        assert first.violations == 0
+    elif kinds == {"violation"}:
+        cycle = faults.hit.split("issued at ")[1]
+        assert "violation" in failure and f"cycle {cycle}" in failure
+        assert first.violations == 1 and first.placement_mismatches == 0
+    else:
+        assert ": value: expected" in failure and first.violations == 0
+        assert first.placement_mismatches == 0
+
+
+def test_demo_on_the_rtl_writes_the_waveform_of_a_step(tmp_path, capsys):
+    import json
+    import struct
+
+    from patton.cli import main
+
+    assert main(["demo", "--steps", "4", "--waves", "2", "--out", str(tmp_path),
+                 "--json"]) == 0
+    got = capsys.readouterr()
+    figures = json.loads(got.out)
+    assert figures["device"] == "rtl" and figures["steps"] == 4 and figures["failures"] == []
+    assert figures["channel_cycles_per_second"] > 0 and figures["rtl_cycles"] > 0
+    assert "make:" not in got.out + got.err  # the build's output went to the log
+    assert "step 2 spans cycles" in got.err
+    raw = (tmp_path / "step2.fst").read_bytes()
+    kind, length, start, end = struct.unpack(">BQQQ", raw[:25])
+    assert (kind, length, start) == (0, 329, 0) and end > 0
