@@ -33,6 +33,7 @@ import time
 from collections.abc import Sequence
 
 from patton.sim import check, schedule, trace
+from patton.sim.textfile import ReadError
 from patton.sim.cycle_model import CycleModel
 from patton.sim.energy import energy
 from patton.sim.timing import DEFAULT_PROFILE, PROFILES
@@ -170,8 +171,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return args.func(args)
-    except (trace.TraceError, schedule.ScheduleError) as error:
+    except ReadError as error:  # a trace, schedule or conversation file (file:line: reason)
         print(f"error: {error}", file=sys.stderr)
+        if getattr(args, "json", False):
+            json.dump(error.to_json(), sys.stdout)
+            sys.stdout.write("\n")
         return 2
 
 

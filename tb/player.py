@@ -104,7 +104,8 @@ class SchedulePlayer:
                     (package / folder).rglob("*.json")):
                 digest.update(source.read_bytes())
         out = BUILD_ROOT / "verilog" / f"{TOP}-{digest.hexdigest()[:12]}"
-        files = [out / f"{TOP}.v", out / "patton_mat.v"]
+        # the same three files emit_verilog writes, cached or not: one file set, one build key
+        files = [out / f"{TOP}.v", out / "patton_mat.v", out / f"{TOP}.vlt"]
         if not all(f.exists() for f in files):
             files = emit_verilog(out, self.params, timing=self.timing)
         return files

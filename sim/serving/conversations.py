@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from patton.sim.textfile import ReadError
+
 __all__ = ["WorkloadError", "Conversation", "parse", "read", "dumps", "write",
            "sharegpt_elements", "sharegpt_messages", "from_sharegpt", "sharegpt_meta",
            "write_sharegpt", "BOS_LLAMA3"]
@@ -33,14 +35,9 @@ __all__ = ["WorkloadError", "Conversation", "parse", "read", "dumps", "write",
 BOS_LLAMA3 = 128000
 
 
-class WorkloadError(ValueError):
-    """A malformed conversation line; ``str()`` is ``file:line: reason``."""
-
-    def __init__(self, source: str, line: int, reason: str) -> None:
-        super().__init__(f"{source}:{line}: {reason}")
-        self.source = source
-        self.line = line
-        self.reason = reason
+class WorkloadError(ReadError):
+    """A malformed conversation line; ``str()`` is ``file:line: reason`` (a
+    :class:`~patton.sim.textfile.ReadError`: ``source``/``file``, ``line``, ``reason``)."""
 
 
 @dataclass(frozen=True, slots=True)
