@@ -9,6 +9,8 @@
 from __future__ import annotations
 
 import argparse
+
+from patton.options import integer
 import sys
 
 __all__ = ["add_parser"]
@@ -30,14 +32,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     return hw
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text, 0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not positive")
-    return value
+_positive = integer(1)
 
 
 def _verilog(args: argparse.Namespace) -> int:

@@ -34,9 +34,9 @@ from collections.abc import Sequence
 
 from patton.sim import check, schedule, trace
 from patton.sim.textfile import ReadError
+from patton.options import add_timing_option
 from patton.sim.cycle_model import CycleModel
 from patton.sim.energy import energy
-from patton.sim.timing import DEFAULT_PROFILE, PROFILES
 
 
 def _aim_run(args: argparse.Namespace) -> int:
@@ -108,19 +108,9 @@ def _aim_check(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         for v in found:
-            print(f"{args.schedule}:{v}")
+            print(v.located(args.schedule))
         print(f"{len(commands)} commands, {len(found)} violation(s) (timing {args.timing})")
     return 1 if found else 0
-
-
-def add_timing_option(sub: argparse.ArgumentParser) -> None:
-    """Add ``--timing PROFILE`` (one of :data:`patton.sim.timing.PROFILES`) to ``sub``.
-
-    An unknown name is a usage error (exit 2) that lists the profiles.
-    """
-    sub.add_argument("--timing", choices=PROFILES, default=DEFAULT_PROFILE, metavar="PROFILE",
-                     help="timing rules of the public AiM simulator at one commit: "
-                          + " or ".join(PROFILES) + f" (default {DEFAULT_PROFILE})")
 
 
 def parser() -> argparse.ArgumentParser:

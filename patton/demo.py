@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from patton.options import integer
 from patton.sim.serving import conversations as cv
 from patton.sim.serving.chat import (
     DEMO_CONVERSATIONS,
@@ -35,6 +36,8 @@ from patton.sim.serving.chat import (
 )
 
 __all__ = ["add_parser", "run"]
+
+NATURAL = integer(0)
 
 _HEADER = (f"{'step':>4} {'reqs':>4} {'prefill':>7} {'decode':>6} {'hits':>5} {'kv':>4} "
            f"{'commit':>6} {'evict':>5} {'writes':>7} {'commits':>7} {'qk':>7} {'sv':>7} "
@@ -49,16 +52,6 @@ def _row(s: ChatStep) -> str:
             f"{c['writes']:>7} {c['commits']:>7} {c['qk']:>7} {c['sv']:>7} {verdict:>6}")
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text, 10)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a decimal integer: {text!r}") from None
-    if value < 0 or not text.isascii() or not text.isdigit():
-        raise argparse.ArgumentTypeError(f"must be a non-negative decimal integer, got {text!r}")
-    return value
-
-
 def add_parser(sub: Any) -> None:
     """Add ``patton demo`` to the ``patton`` command's subparsers."""
     demo = sub.add_parser(
@@ -69,16 +62,16 @@ def add_parser(sub: Any) -> None:
                            "(default); model: the cycle and functional models only")
     demo.add_argument("--conversations", metavar="FILE.jsonl", default=str(DEMO_CONVERSATIONS),
                       help="conversation file (default: the bundled six-conversation chat)")
-    demo.add_argument("--steps", type=_positive, metavar="N",
+    demo.add_argument("--steps", type=NATURAL, metavar="N",
                       help="stop after N scheduler steps (default: serve every conversation)")
-    demo.add_argument("--seed", type=_positive, default=0,
+    demo.add_argument("--seed", type=NATURAL, default=0,
                       help="seed of the K/V/query generator (default 0)")
-    demo.add_argument("--waves", type=_positive, metavar="STEP",
+    demo.add_argument("--waves", type=NATURAL, metavar="STEP",
                       help="write an FST waveform of channel 0 from the start to the end of "
                            "step STEP (rtl only; a second Verilator build the first time)")
     demo.add_argument("--fault", choices=Faults.KINDS,
                       help="inject one fault (at --fault-step) to see the checks catch it")
-    demo.add_argument("--fault-step", type=_positive, default=12, metavar="STEP",
+    demo.add_argument("--fault-step", type=NATURAL, default=12, metavar="STEP",
                       help="step of --fault (default 12)")
     demo.add_argument("--out", metavar="DIR", default="build/demo",
                       help="folder for cycles.png, chat.json and the waveform "

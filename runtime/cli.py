@@ -19,6 +19,7 @@ import json
 import sys
 import time
 
+from patton.options import SEED, integer
 from patton.runtime.config import MODELS, Config, model
 from patton.runtime.metadata import Mode
 from patton.sim import trace
@@ -27,7 +28,12 @@ from patton.sim.serving.checks import TOLERANCE
 from patton.sim.serving.loop import execute
 from patton.sim.serving.scenario import generate
 
-__all__ = ["add_parser", "scenario"]
+__all__ = ["add_parser", "scenario", "MAX_REQUESTS", "MAX_STEPS"]
+
+#: Bounds of a scenario: about a minute of checking at the largest (every program of it runs
+#: on the functional and the cycle model); larger serving runs are ``patton serve``'s.
+MAX_REQUESTS = 64
+MAX_STEPS = 2048
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -38,10 +44,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     sc = sub.add_parser("scenario", help="run a random serving scenario end to end",
                         description=__doc__.split("\n\n")[1])
     sc.add_argument("--model", default="llama3-8b", choices=sorted(MODELS))
-    sc.add_argument("--requests", type=int, default=4, help="concurrent requests (default 4)")
-    sc.add_argument("--steps", type=int, default=40, help="decode steps (default 40)")
-    sc.add_argument("--seed", type=int, default=0)
-    sc.add_argument("--layers", type=int, default=1,
+    sc.add_argument("--requests", type=integer(1, MAX_REQUESTS), default=4,
+                    help=f"concurrent requests, 1..{MAX_REQUESTS} (default 4)")
+    sc.add_argument("--steps", type=integer(1, MAX_STEPS), default=40,
+                    help=f"decode steps, 1..{MAX_STEPS} (default 40)")
+    sc.add_argument("--seed", type=SEED, default=0, help="data seed, >= 0 (default 0)")
+    sc.add_argument("--layers", type=integer(1), default=1,
                     help="layers to lay out and run (all layers are laid out alike; default 1)")
     sc.add_argument("--mem-baseline", action="store_true",
                     help="also time the no-CZ ablation with W MEM single-token writes")
@@ -53,8 +61,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def scenario(args: argparse.Namespace) -> int:
     """Run ``patton runtime scenario``; return the exit status (1 if a check failed)."""
-    if args.requests < 1 or args.steps < 1:
-        print("--requests and --steps must be positive", file=sys.stderr)
+    layers = model(args.model).layers
+    if args.layers > layers:
+        print(f"error: --layers {args.layers}: {args.model} has {layers} layers", file=sys.stderr)
         return 2
     start = time.perf_counter()
     config = Config(model(args.model), layers=args.layers)

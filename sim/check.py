@@ -63,18 +63,23 @@ class Violation:
     actual: int | None = None  # the gap in the schedule
     detail: str = ""  # what is wrong, in words
     line: int = 0  # schedule line, if read from a file
+    name: str = ""  # timing: the rule's parameter expression (e.g. "nRCDRDMAC")
+
+    def located(self, file: object) -> str:
+        """Return ``file:line: violation`` (``file: violation`` when no line is known)."""
+        return f"{file}:{self.line}: {self}" if self.line else f"{file}: {self}"
 
     def key(self) -> tuple:
         """Identity used to compare two checkers' verdicts (model vs RTL)."""
         return (self.kind, self.cycle, self.channel, self.command, self.rule)
 
     def __str__(self) -> str:
-        where = f"line {self.line}: " if self.line else ""
-        head = f"{where}cycle {self.cycle} ch {self.channel} {self.command.name}"
+        head = f"cycle {self.cycle} ch {self.channel} {self.command.name}"
         if self.kind == "timing":
-            return (f"{head}: rule {self.rule} ({self.preceding.name} -> {self.command.name}) "
-                    f"needs {self.required} cycles after {self.preceding.name} at "
-                    f"{self.preceding_cycle}, got {self.actual}")
+            name = f" {self.name}" if self.name else ""
+            return (f"{head}: rule {self.rule}{name} ({self.preceding.name} -> "
+                    f"{self.command.name}): needs {self.required}, got {self.actual} (after "
+                    f"{self.preceding.name} at {self.preceding_cycle})")
         return f"{head}: {self.kind}: {self.detail}"
 
 
@@ -99,6 +104,7 @@ def verify(schedule: Iterable[TimedCommand], device: Device = DEVICE,
     violations do not depend on it.
     """
     timing = timing_table(timing)
+    names = {r.id: r.expression for r in timing.rules}
     per_group = device.banks_per_group
     channels: dict[int, _Channel] = {}
     out: list[Violation] = []
@@ -121,7 +127,8 @@ def verify(schedule: Iterable[TimedCommand], device: Device = DEVICE,
                 when = last[prev]
                 if when >= 0 and t - when < gap:
                     out.append(Violation("timing", t, cmd.channel, c, rule, prev, when, gap,
-                                         t - when, line=cmd.line))
+                                         t - when, line=cmd.line,
+                                         name=names.get(rule, "")))
         for level, node in nodes:
             ch.last[level][node][c] = t
         problem = _protocol(ch, cmd)

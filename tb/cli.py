@@ -44,6 +44,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from patton.options import integer
 from patton.sim import check
 from patton.sim import schedule as schedule_format
 from patton.sim import trace as trace_format
@@ -275,7 +276,7 @@ def _check(args: argparse.Namespace) -> int:
     print(f"model      {model_violations} violation(s), timing {args.timing}"
           + (f", {len(bus)} bus conflict(s) (not replayed)" if bus else ""))
     for v in found[:_SHOW]:
-        print(f"  {args.schedule}:{v}")
+        print(f"  {v.located(args.schedule)}")
     print(f"rtl        {rtl_violations} violation(s)")
     for r in replays:
         for line in r.summary()["rtl_list"][:_SHOW]:
@@ -321,19 +322,13 @@ _CHECK_HELP = (
     "of each cycle. Exit 0 only when both find the schedule legal, 2 on a bad line.")
 
 
-def _rows(text: str) -> int:
-    try:
-        value = int(text, 0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if not 0 < value <= DEVICE.rows:
-        raise argparse.ArgumentTypeError(f"rows must be 1..{DEVICE.rows}, got {value}")
-    return value
+#: ``--rows``: rows per bank of the RTL build, 1 .. the device's rows.
+_rows = integer(1, DEVICE.rows)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Register ``rtl`` (with ``run`` and ``check``) on ``subparsers``; return its parser."""
-    from patton.cli import add_timing_option
+    from patton.options import SEED, add_timing_option
     rtl = subparsers.add_parser("rtl", help="the RTL channel under Verilator",
                                 description="Replay traces and schedules on the RTL channel.")
     verbs = rtl.add_subparsers(dest="verb", required=True)
@@ -343,7 +338,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     run.add_argument("--rows", type=_rows, default=DEFAULT_ROWS,
                      help=f"rows per bank of the RTL build (default {DEFAULT_ROWS}; the trace's "
                           "rows must fit)")
-    run.add_argument("--seed", type=int, default=0,
+    run.add_argument("--seed", type=SEED, default=0,
                      help="seed of the payloads filled in for writes without data= (default 0)")
     run.add_argument("--waves", metavar="FILE",
                      help="build with waveform tracing and copy the dump to FILE (.vcd or .fst)")

@@ -147,6 +147,7 @@ class RtlExecutor:
         self.timing = self.cycle.timing
         self.model = self.cycle.model
         self.scoreboard = Scoreboard(strict=strict)
+        self.scoreboard.rule_names = {r.id: r.expression for r in self.timing.rules}
         self.stats = RtlStats()
         #: Fault injection (checks of the checks): called as ``tamper(where, commands, reads,
         #: verify)`` with ``reads`` None before a channel's commands go to the RTL (return

@@ -181,6 +181,9 @@ class Scoreboard:
 
     def __init__(self, strict: bool = False, keep: int = 1000) -> None:
         self.strict = strict
+        #: Timing rule names by id, for messages (the default profile's; an executor of
+        #: another profile sets its own).
+        self.rule_names: dict[int, str] = {r.id: r.expression for r in TIMING.rules}
         self.keep = keep
         self.found: list[Discrepancy] = []
         self.reads = 0  # reads compared
@@ -263,8 +266,8 @@ class Scoreboard:
             want = model.get(cycle, (set(), False))
             cmd = at.get(cycle)
             what = command_text(cmd) if cmd is not None else "(no command)"
-            actual = _flags(got[0], got[1], got[2])
-            expected = _flags(want[0], want[1], "")
+            actual = _flags(got[0], got[1], got[2], self.rule_names)
+            expected = _flags(want[0], want[1], "", self.rule_names)
             agree = set(got[0]) == want[0] and got[1] == want[1]
             if not agree:
                 self.disagreements += 1
@@ -301,10 +304,11 @@ class Scoreboard:
                 "mat_mismatches": self.mat_mismatches, "dropped": self.dropped}
 
 
-def _flags(rules: Iterable[int], protocol: bool, name: str) -> str:
+def _flags(rules: Iterable[int], protocol: bool, name: str, names: dict[int, str]) -> str:
     parts = []
     if rules:
-        parts.append("rules " + ",".join(str(r) for r in sorted(rules)))
+        parts.append("rules " + ", ".join(f"{r} {names[r]}" if r in names else str(r)
+                                          for r in sorted(rules)))
     if protocol:
         parts.append(f"protocol {name}".strip())
     return "; ".join(parts) if parts else "legal"

@@ -32,7 +32,7 @@ def test_aim_run_schedule_then_check(traces_dir, tmp_path, capsys):
     bad.write_text("1 0 ACT 2 8 -\n5 0 WR 2 8 0\n")
     assert main(["aim", "check", str(bad)]) == 1
     text = capsys.readouterr().out
-    assert f"{bad}:line 2: cycle 5 ch 0 WR: rule 90 (ACT -> WR) needs 28" in text
+    assert f"{bad}:2: cycle 5 ch 0 WR: rule 90 nRCDWR (ACT -> WR): needs 28, got 4" in text
 
 
 def test_bad_trace_reports_file_and_line(tmp_path, capsys):
@@ -80,8 +80,8 @@ def test_demo_with_a_fault_fails_and_names_it(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--seed", "-1"], "must be a non-negative decimal integer"),
-    (["--steps", "x"], "not a decimal integer"),
+    (["--seed", "-1"], "value '-1' is negative (expected a decimal integer >= 0)"),
+    (["--steps", "x"], "value 'x' is not a decimal number"),
     (["--device", "fpga"], "invalid choice"),
 ])
 def test_demo_refuses_bad_options(argv, message, capsys):
@@ -104,3 +104,33 @@ def test_demo_reports_bad_files_without_a_traceback(tmp_path, capsys):
     assert "not a folder" in capsys.readouterr().err
     assert main(["demo", "--device", "model", "--waves", "3"]) == 2
     assert "--waves needs --device rtl" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["runtime", "scenario", "--seed", "-1"], "value '-1' is negative"),
+    (["runtime", "scenario", "--layers", "0"], "must be >= 1, got 0"),
+    (["runtime", "scenario", "--requests", "100000"], "must be 1..64, got 100000"),
+    (["runtime", "scenario", "--steps", "010"], "has a leading zero"),
+    (["rtl", "run", "x.trace", "--seed", "-1"], "value '-1' is negative"),
+    (["rtl", "check", "x.sched", "--rows", "0x10"], "is not a decimal number"),
+    (["rtl", "check", "x.sched", "--rows", "20000"], "must be 1..16384, got 20000"),
+    (["hw", "verilog", "--rows", "0"], "must be >= 1, got 0"),
+])
+def test_integer_options_are_checked_by_the_parser(argv, message, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_scenario_layers_beyond_the_model_exit_2(capsys):
+    assert main(["runtime", "scenario", "--layers", "33"]) == 2
+    assert "llama3-8b has 32 layers" in capsys.readouterr().err
+
+
+def test_reader_errors_come_out_as_json_too(tmp_path, capsys):
+    bad = tmp_path / "bad.trace"
+    bad.write_bytes(b"\xff\xfe garbage\n")
+    assert main(["aim", "run", str(bad), "--json"]) == 2
+    got = capsys.readouterr()
+    assert json.loads(got.out) == {"error": "not UTF-8 text", "file": str(bad), "line": 1}
+    assert f"{bad}:1: not UTF-8 text" in got.err

@@ -1,0 +1,50 @@
+"""Command-line option types: integers checked by the parser, with one syntax everywhere.
+
+Every integer option of the ``patton`` command is parsed by :func:`integer`: decimal only (the
+syntax of :func:`patton.sim.textfile.decimal`: ASCII digits, no sign, no ``_``, no leading
+zero) and within stated bounds, so a bad value is a usage error (exit 2) naming the option's
+rule, never a traceback from deep inside a run. :func:`add_timing_option` adds the one
+``--timing`` option.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+from patton.sim.textfile import decimal
+from patton.sim.timing import DEFAULT_PROFILE, PROFILES
+
+__all__ = ["integer", "SEED", "add_timing_option"]
+
+
+def integer(low: int, high: int | None = None) -> Callable[[str], int]:
+    """Return an argparse type for decimal integers in ``low .. high`` (``high`` None: no
+    upper bound)."""
+    span = f"{low}..{high}" if high is not None else f">= {low}"
+
+    def parse(text: str) -> int:
+        try:
+            value = decimal(text, "value")
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(f"{e} (expected a decimal integer {span})") from None
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"must be {span}, got {text}")
+        return value
+
+    parse.__name__ = f"integer {span}"  # argparse names the type in its messages
+    return parse
+
+
+#: A seed: any decimal integer from 0 (NumPy's generators refuse negative seeds).
+SEED = integer(0)
+
+
+def add_timing_option(sub: argparse.ArgumentParser) -> None:
+    """Add ``--timing PROFILE`` (one of :data:`patton.sim.timing.PROFILES`) to ``sub``.
+
+    An unknown name is a usage error (exit 2) that lists the profiles.
+    """
+    sub.add_argument("--timing", choices=PROFILES, default=DEFAULT_PROFILE, metavar="PROFILE",
+                     help="timing rules of the public AiM simulator at one commit: "
+                          + " or ".join(PROFILES) + f" (default {DEFAULT_PROFILE})")
