@@ -1,7 +1,8 @@
 """``patton demo``: a multi-turn chat served by the PATTON runtime on live RTL channels.
 
 The embedded engine (vLLM 0.33's scheduler) serves the conversations of a conversation file
-(default: six ShareGPT conversations, Llama-3 tokens, messages cut to 20 tokens) through the
+(default: eight ShareGPT conversations of two or three turns, Llama-3 tokens, messages cut to 16
+tokens: ``chat.demo_conversations``) through the
 PATTON runtime, on one ChPerHead channel group of Llama-3-8B (four AiM channels, two layers):
 per scheduler step the KV writes and Commit Zone commits, then QK^T, a softmax on the host and
 SV for every decoding request, all on the device, every step checked
@@ -61,7 +62,7 @@ def add_parser(sub: Any) -> None:
                       help="rtl: four Verilator channels checked against the models "
                            "(default); model: the cycle and functional models only")
     demo.add_argument("--conversations", metavar="FILE.jsonl", default=str(DEMO_CONVERSATIONS),
-                      help="conversation file (default: the bundled six-conversation chat)")
+                      help="conversation file (default: the bundled eight-conversation chat)")
     demo.add_argument("--steps", type=NATURAL, metavar="N",
                       help="stop after N scheduler steps (default: serve every conversation)")
     demo.add_argument("--seed", type=NATURAL, default=0,

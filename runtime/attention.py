@@ -169,6 +169,13 @@ class AttentionCache:
             raise ShapeError(f"SV data width {width} is not a multiple of the block size {t}")
         return int(width)
 
+    def _inputs(self, requests: list[int], layer: int, data: np.ndarray,
+                name: str) -> tuple[int, np.ndarray]:
+        """Check the requests, the layer and the data's dtype (in that order); return the
+        layer and the data as bf16 bits."""
+        self._live(requests)
+        return check_layer(layer, self.config.n_layers), bf16_bits(data, name)
+
     def qk_step(self, requests: list[int], layer: int,
                 queries: np.ndarray) -> tuple[Program, list[QkPlan]]:
         """Do :meth:`Runtime.qk_step <patton.runtime.lifecycle.Runtime.qk_step>`.
@@ -178,9 +185,7 @@ class AttentionCache:
                 anything changes.
         """
         c = self.config
-        self._live(requests)
-        layer = check_layer(layer, c.n_layers)
-        queries = bf16_bits(queries, "queries")
+        layer, queries = self._inputs(requests, layer, queries, "queries")
         check_shape(queries, (len(requests), c.heads, c.d_head), "queries",
                     "(requests, heads, d_head)")
         batch, plans = self.batch(requests, layer, "qk", c.device.gb_columns * c.device.lanes)
@@ -202,9 +207,7 @@ class AttentionCache:
                 anything changes.
         """
         c = self.config
-        self._live(requests)
-        layer = check_layer(layer, c.n_layers)
-        probs = bf16_bits(probs, "probs")
+        layer, probs = self._inputs(requests, layer, probs, "probs")
         if probs.ndim != 3 or probs.shape[:2] != (len(requests), c.heads):
             raise ShapeError(f"probs must have shape (requests, heads, width) = "
                              f"({len(requests)}, {c.heads}, width), got {probs.shape}")

@@ -35,8 +35,9 @@ controller does not handle: it never opens a ``MAC_SBK``'s partner bank under BR
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from patton.sim.device import DEVICE, Device
 from patton.sim.isa import COMMAND_SCOPE, Cfr, Command, Scope
@@ -44,7 +45,10 @@ from patton.sim.protocol import UNADDRESSED, State
 from patton.sim.schedule import TimedCommand
 from patton.sim.timing import DEFAULT_PROFILE, Timing, timing_table
 
-__all__ = ["Violation", "verify"]
+if TYPE_CHECKING:
+    from patton.sim.cycle_model import DeviceState
+
+__all__ = ["Violation", "verify", "verify_from"]
 
 
 
@@ -152,3 +156,26 @@ def _protocol(ch: _Channel, cmd: TimedCommand) -> str:
     if problem is None:
         ch.state.apply(c, bank, row)
     return problem or ""
+
+
+#: Far in the past: where the prelude that rebuilds a channel's row state for ``verify`` goes.
+_PRELUDE = -1_000_000
+
+
+def verify_from(start: DeviceState, channel: int, cmds: Sequence[TimedCommand],
+                device: Device = DEVICE, timing: Timing = DEFAULT_PROFILE) -> list[Violation]:
+    """``verify`` one channel's commands as issued from the row and mode state ``start``.
+
+    ``verify`` starts from reset; a prelude of one ACT per open bank and a TMOD (register
+    mode), far in the past and far apart, rebuilds ``start`` as history no rule can reach.
+    Only violations at cycle 0 or later (the program's) are returned.
+    """
+    prelude: list[TimedCommand] = []
+    cycle = _PRELUDE
+    for bank, row in enumerate(start.open_rows[channel]):
+        if row >= 0:
+            prelude.append(TimedCommand(cycle, channel, Command.ACT, bank, row))
+            cycle += 1000
+    if start.reg_mode[channel]:
+        prelude.append(TimedCommand(cycle, channel, Command.TMOD))
+    return [v for v in verify(prelude + list(cmds), device, timing) if v.cycle >= 0]

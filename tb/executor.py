@@ -42,13 +42,14 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
 from patton.hw.isa import REJECTED
 from patton.hw.params import ChannelParams
+from patton.sim.check import verify_from
 from patton.sim.cycle_model import DeviceState
 from patton.sim.device import DEVICE, Device
 from patton.sim.executor import CycleExecutor, Result, closed
@@ -57,7 +58,6 @@ from patton.sim.program import OPCODES, UNSET, Program, Readout
 from patton.sim.schedule import TimedCommand
 from patton.sim.timing import DEFAULT_PROFILE, Timing
 from patton.tb.player import SchedulePlayer
-from patton.tb.reference import verify_from
 from patton.tb.scoreboard import Discrepancy, Scoreboard
 from patton.tb.session import Session
 
@@ -96,7 +96,6 @@ class RtlStats:
     commands: int = 0  # commands replayed on the RTL (all bundled channels)
     model_cycles: int = 0  # the cycle model's cycles, summed over programs
     rtl_cycles: int = 0  # RTL channel cycles simulated, max over channels, summed
-    channel_cycles: int = 0  # RTL channel cycles simulated, summed over channels
     model_reads: int = 0  # read-outs from channels run on the models only
     seconds: float = 0.0  # wall time in run()
     rtl_seconds: float = 0.0  # of which waiting for the RTL (the channels run in parallel)
@@ -264,7 +263,6 @@ class RtlExecutor:
                 got = dataclasses.replace(got, reads=self.tamper(
                     f"program {number} channel {c}", cmds, got.reads, None)[1])
             self.stats.commands += len(cmds)
-            self.stats.channel_cycles += got.cycles
             rtl_cycles[c] = got.cycles
             reads = expected[c]
             paired = self.scoreboard.compare([(cmd, want, op) for cmd, want, op, _ in reads],

@@ -11,39 +11,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from patton.sim.check import Violation, verify
-from patton.sim.cycle_model import DeviceState
 from patton.sim.device import AF_ROW_BASE, DEVICE, Device
 from patton.sim.functional import FunctionalModel
-from patton.sim.isa import Command
 from patton.sim.replay import Returned, replay
 from patton.sim.schedule import TimedCommand
-from patton.sim.timing import DEFAULT_PROFILE, TIMING, Timing
+from patton.sim.timing import TIMING
 
-__all__ = ["Reference", "return_order", "verify_from"]
-
-#: Far in the past: where the prelude that rebuilds a channel's row state for ``verify`` goes.
-_PRELUDE = -1_000_000
-
-
-def verify_from(start: DeviceState, channel: int, cmds: Sequence[TimedCommand],
-                device: Device = DEVICE, timing: Timing = DEFAULT_PROFILE) -> list[Violation]:
-    """``verify`` one channel's commands as issued from the row and mode state ``start``.
-
-    ``verify`` starts from reset; a prelude of one ACT per open bank and a TMOD (register
-    mode), far in the past and far apart, rebuilds ``start`` as history no rule can reach.
-    Only violations at cycle 0 or later (the program's) are returned.
-    """
-    prelude: list[TimedCommand] = []
-    cycle = _PRELUDE
-    for bank, row in enumerate(start.open_rows[channel]):
-        if row >= 0:
-            prelude.append(TimedCommand(cycle, channel, Command.ACT, bank, row))
-            cycle += 1000
-    if start.reg_mode[channel]:
-        prelude.append(TimedCommand(cycle, channel, Command.TMOD))
-    return [v for v in verify(prelude + list(cmds), device, timing) if v.cycle >= 0]
-
+__all__ = ["Reference", "return_order"]
 
 def return_order(returned: Sequence[Returned]) -> list[Returned]:
     """Sort reads as the bus returns them: by return cycle, then issue cycle (an RD at ``t``

@@ -30,6 +30,7 @@ from cocotb.clock import Clock
 from cocotb.simtime import get_sim_time
 from cocotb.triggers import RisingEdge, Timer, ValueChange
 from patton.hw.params import ChannelParams
+from patton.sim.check import verify_from
 from patton.sim.executor import CycleExecutor, closed
 from patton.sim.isa import Instruction, Opcode, channel_bit
 from patton.sim.random_programs import KINDS, random_program
@@ -37,7 +38,7 @@ from patton.sim.timing import TIMING
 from patton.tb.driver import Driver
 from patton.tb.monitor import Monitor, PlayResult, RtlRead, RtlViolation, parse_mats
 from patton.tb.player import DRAIN, SchedulePlayer
-from patton.tb.reference import Reference, verify_from
+from patton.tb.reference import Reference
 from patton.tb.scoreboard import Scoreboard
 
 __all__ = ["Bench"]

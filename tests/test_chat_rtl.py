@@ -45,13 +45,8 @@ def test_the_whole_chat_on_the_rtl_passes_every_check():
     assert board.reads > 1000 and board.mismatches == 0 and board.violations == 0
 
 
-@pytest.mark.parametrize("kind, kinds", [
-    ("kv-column", {"placement"}),
-    ("commit-row", {"commit"}),
-    ("early", {"violation"}),
-    ("read-bit", {"read"}),
-])
-def test_each_injected_fault_is_reported_exactly(kind, kinds):
+@pytest.mark.parametrize("kind", Faults.KINDS)
+def test_each_injected_fault_is_reported_exactly(kind):
     """One fault at a time: the step it hits is the first that fails, and its first failure
     is that fault's (a misplaced element, a misplaced commit, a timing violation at the moved
     command, a read differing from the functional model)."""
@@ -62,17 +57,17 @@ def test_each_injected_fault_is_reported_exactly(kind, kinds):
     first = next(s for s in rep.steps if s.failures)
     assert first.step == step
     failure = first.failures[0]
-    if kinds == {"placement"}:
+    if kind == "kv-column":
         assert "placement in the RTL's mats: block" in failure
         assert first.violations == 0
-    elif kinds == {"commit"}:
+    elif kind == "commit-row":
         assert "commit of block" in failure and "the RTL's mats" in failure
         assert first.violations == 0
-    elif kinds == {"violation"}:
+    elif kind == "early":
         cycle = faults.hit.split("issued at ")[1]
         assert "violation" in failure and f"cycle {cycle}" in failure
         assert first.violations == 1 and first.placement_mismatches == 0
-    else:
+    else:  # read-bit
         assert ": value: expected" in failure and first.violations == 0
         assert first.placement_mismatches == 0
 

@@ -49,17 +49,19 @@ from typing import Any
 import numpy as np
 from patton.runtime.config import Config, ModelSpec
 from patton.runtime.lifecycle import Runtime
-from patton.runtime.metadata import CzPlace, ValuePlace
+from patton.runtime.metadata import ValuePlace
 from patton.sim import datapath as dp
+from patton.sim.check import verify_from
 from patton.sim.device import DEVICE
 from patton.sim.executor import Executor, Result
-from patton.sim.program import Program, concat
+from patton.sim.isa import Opcode
+from patton.sim.program import OP_ID, Program, concat
 from patton.sim.serving import checks
 from patton.sim.serving.block_pool import EVICT, BlockEvent
-from patton.sim.serving.clients import Clients, ClientError
+from patton.sim.serving.clients import ClientError, Clients
 from patton.sim.serving.conversations import Conversation
 from patton.sim.serving.engine import EmbeddedEngine, EngineParams, Sequence
-from patton.sim.serving.runtimes import Attached, Capacity, config_blocks
+from patton.sim.serving.runtimes import Attached, Capacity, config_blocks, mirror_errors
 
 __all__ = ["ChatSetup", "DEMO_CONVERSATIONS", "PHASES", "Faults", "ChatStep", "ChatReport",
            "Chat", "TokenKV"]
@@ -215,9 +217,6 @@ class Faults:
         want = {"kv-column": "writes", "commit-row": "commits"}.get(self.kind)
         if phase != want or not len(prog):
             return prog
-        from patton.sim.isa import Opcode
-        from patton.sim.program import OP_ID
-
         ops = prog.op
         target = OP_ID[Opcode.WR_MEM] if self.kind == "kv-column" else None
         rows = [i for i in range(len(prog))
@@ -406,10 +405,11 @@ class Chat:
         self.data = TokenKV(self.config, setup.seed)
         self.faults = faults
         self.max_steps = max_steps
-        self.report = ChatReport("rtl" if hasattr(executor, "mats") else "model",
-                                 len(self.conversations))
-        self._scratch = checks.Report()
+        #: The device is live RTL channels (an RtlExecutor: sessions, mats, a scoreboard).
         self._rtl = hasattr(executor, "sessions")
+        self.report = ChatReport("rtl" if self._rtl else "model", len(self.conversations))
+        self._scratch = checks.Report()
+        self._names: dict[int, str] = {}  # runtime request -> engine request id
         #: Called after every program as ``on_program(step, phase, result)`` (e.g. to mirror
         #: a channel's schedule into a waveform session), or None.
         self.on_program: Callable[[int, str, Result], None] | None = None
@@ -439,13 +439,13 @@ class Chat:
                 on_step(record)
         rep.max_tol_ratio = self._scratch.max_tol_ratio
         rep.seconds = time.perf_counter() - started
-        stats = getattr(self.executor, "stats", None)
-        if stats is not None and hasattr(stats, "rtl_seconds"):
+        if self._rtl:
+            stats = self.executor.stats
             rep.rtl_seconds = stats.rtl_seconds
             rep.rtl_cycles = stats.rtl_cycles
             # cycles each simulator ran (program gaps included), summed over the channels
             rep.channel_cycles = sum(s.cycles for s in self.executor.sessions.values())
-        if hasattr(self.executor, "check_mats"):  # the RTL's whole mats vs the functional's
+            # the RTL's whole mats vs the functional model's
             board = self.executor.scoreboard
             before = board.mat_mismatches
             rep.mat_words = self.executor.check_mats()
@@ -479,7 +479,7 @@ class Chat:
         rec.finished_partial = sum(f.request_id in partial for f in out.finished)
         self.report.finished += rec.finished
         self.clients.finish(f.request_id for f in out.finished)
-        for problem in checks_mirror(self):
+        for problem in mirror_errors(self.engine.kv.pool, self.attached):
             rec.failures.append(f"step {index}: {problem}")
         if not rec.failures:
             rec.checks += 1
@@ -560,14 +560,13 @@ class Chat:
         meta = rt.blocks[block]
         rid = meta.owner
         state = rt.requests.get(rid)
-        engine_id = self._engine_ids()[rid]
+        if rid not in self._names:
+            self._names = {v: k for k, v in self.attached.ids.items()}
+        engine_id = self._names[rid]
         seq = self.engine.requests[engine_id]
         position = state.table.index(block) * self.config.block_size
         hashes = self.data.hashes(engine_id, seq.tokens, position + n)[position:]
         return self.data.kv(hashes)
-
-    def _engine_ids(self) -> dict[int, str]:
-        return {v: k for k, v in self.attached.ids.items()}
 
     def _check_placements(self, step: int, items: list, staged: dict, rec: ChatStep) -> None:
         rt = self.runtime
@@ -614,7 +613,7 @@ class Chat:
         out: list[tuple[str, checks.Peek]] = []
         ex = self.executor
         model = getattr(ex, "model", None)
-        if hasattr(ex, "mats"):
+        if self._rtl:
             out.append(("the RTL's mats", _rtl_peek(ex, self.config)))
         if model is not None:
             out.append(("the functional model's mats", model.peek))
@@ -705,8 +704,6 @@ class Chat:
 
     def _model_checks(self, where: str, start: Any, result: Result, rec: ChatStep) -> None:
         """``verify`` each channel's commands from the state the program started in."""
-        from patton.tb.reference import verify_from
-
         if result.schedule is None or start is None:
             return
         per: dict[int, list] = {}
@@ -737,13 +734,6 @@ class Chat:
                                     f"cycle model's last command was at {last.get(ch)} of "
                                     f"{result.cycles} (expected {last.get(ch)} + drain "
                                     f"{DRAIN})")
-
-
-def checks_mirror(chat: Chat) -> list[str]:
-    """The engine's block pool against the runtime's blocks (:func:`.runtimes.mirror_errors`)."""
-    from patton.sim.serving.runtimes import mirror_errors
-
-    return mirror_errors(chat.engine.kv.pool, chat.attached)
 
 
 def _rtl_peek(executor: Any, config: Config) -> checks.Peek:
