@@ -1,60 +1,234 @@
-"""Cycle-model speed in simulated DRAM commands per wall second, on the public micro traces.
+"""Cycle-model speed: the compiled kernel, the Python model and, if given, the public simulator.
 
-Usage: python benchmarks/cycle_model_speed.py [TRACES_DIR] [--repeat N]
+Usage:
+    python benchmarks/cycle_model_speed.py [--repeat N] [--quick]
+        [--reference-binary PATH --reference-config FILE]
 
-For each trace it prints the commands issued (all channels), the best wall time of N runs and
-commands/s for the default model (quiet cycles skipped, identical channels simulated once),
-then, on the first 64 instructions of the MAC_ABK trace, the same for each fast path switched
-off, so the contribution of each is visible. Every run is checked against the public
-simulator's cycle count where ``reference.json`` has it.
+Four tables, every run checked for equal results before it is timed:
+
+1. The public micro traces (multicast: one instruction to many channels), against the
+   public simulator's ``reference.json`` cycles.
+2. The same work as per-channel-distinct traces: every multicast instruction split into one
+   instruction per channel, rows differing per channel (row + 37 c), so no two channels run
+   alike (what serving produces: dynamic batches, per-channel placements).
+3. One Llama-3-8B decode step of one layer, 32 requests x 2,048 tokens, PATTON's programs
+   (token writes, QK^T, SV; 32 channels busy), as ``runtime_decode_step.py`` builds them.
+4. Cost reuse (:class:`patton.sim.cost_cache.CostCache`) over decode steps of Llama-3-8B with
+   ``--layers`` layers: full simulation of every program against the cache, equal costs.
+
+Times are the best of ``--repeat`` runs, in process (programs read beforehand); the Python
+model's are one run (it is slow), on the first 8,192 instructions with ``--quick``. With
+``--reference-binary`` and ``--reference-config``, tables 1 and 2 gain the public simulator's
+whole-process wall time (best of ``--repeat``) on the same trace files, its cycles (which must
+equal ours) and the ratio to ``patton aim run`` on the same file, also timed as a whole
+process. The config file is the simulator's YAML with ``{trace}`` where the trace path goes;
+the binary's output must contain ``memory_system_cycles: N``.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import re
+import subprocess
+import sys
+import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from patton.sim import trace
-from patton.sim.cycle_model import CycleModel
+from patton.sim.cost_cache import CostCache
+from patton.sim.cycle_model import CycleModel, DeviceState, RunResult
+from patton.sim.device import DEVICE
 from patton.sim.executor import closed
-from patton.sim.isa import Instruction, Opcode
+from patton.sim.isa import Instruction, channel_bit, mask_channels
+from patton.sim.program import Program
+from patton.sim.serving.decode_steps import decode_steps, prefilled
 
-DEFAULT = Path(__file__).resolve().parents[1] / "tests" / "data" / "aim"
+ROOT = Path(__file__).resolve().parents[1]
+TRACES = ROOT / "tests" / "data" / "aim"
+SPLIT = ("micro_macab_1024_16banks", "micro_ewmul_16banks")
 
 
-def best(model: CycleModel, program: list[Instruction], repeat: int):
-    times = []
+def best(fn: Callable[[], RunResult], repeat: int) -> tuple[RunResult, float]:
+    times, result = [], None
     for _ in range(repeat):
         start = time.perf_counter()
-        result = model.run(program)
+        result = fn()
         times.append(time.perf_counter() - start)
     return result, min(times)
 
 
+def per_channel(program: list[Instruction]) -> list[Instruction]:
+    """Split every multi-channel instruction into one per channel, rows differing per channel."""
+    out = []
+    for ins in program:
+        channels = mask_channels(ins.channel_mask) if ins.channel_mask is not None else []
+        if len(channels) <= 1:
+            out.append(ins)
+            continue
+        for c in sorted(channels):
+            row = None if ins.row is None else (ins.row + 37 * c) % DEVICE.rows
+            out.append(dataclasses.replace(ins, channel_mask=channel_bit(c), row=row))
+    return out
+
+
+class Reference:
+    """The public simulator as a process: ``binary -f <config with the trace path>``."""
+
+    def __init__(self, binary: str, config: str) -> None:
+        self.binary = binary
+        self.template = Path(config).read_text()
+        if "{trace}" not in self.template:
+            sys.exit(f"{config}: the config must contain {{trace}} where the trace path goes")
+
+    def run(self, path: Path, repeat: int) -> tuple[int, float]:
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+            f.write(self.template.replace("{trace}", str(path)))
+        times, cycles = [], -1
+        for _ in range(repeat):
+            start = time.perf_counter()
+            done = subprocess.run([self.binary, "-f", f.name], capture_output=True, text=True)
+            times.append(time.perf_counter() - start)
+            if done.returncode != 0:
+                sys.exit(f"{self.binary} failed on {path}:\n{done.stderr[-2000:]}")
+            found = re.search(r"memory_system_cycles:\s*(\d+)", done.stdout)
+            if not found:
+                sys.exit(f"{self.binary}: no 'memory_system_cycles: N' in its output on {path}")
+            cycles = int(found.group(1))
+        Path(f.name).unlink()
+        return cycles, min(times)
+
+
+def ours_as_process(path: Path, repeat: int) -> tuple[int, float]:
+    """``patton aim run --json`` on ``path``: whole-process wall time, best of ``repeat``."""
+    times, cycles = [], -1
+    for _ in range(repeat):
+        start = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "patton.cli", "aim", "run", str(path),
+                               "--json"], capture_output=True, text=True)
+        times.append(time.perf_counter() - start)
+        if done.returncode != 0:
+            sys.exit(f"patton aim run failed on {path}:\n{done.stderr[-2000:]}")
+        cycles = json.loads(done.stdout)["cycles"]
+    return cycles, min(times)
+
+
+def traces_table(title: str, programs: dict[str, tuple[Path, list[Instruction]]],
+                 expected: dict[str, int], args: argparse.Namespace,
+                 reference: Reference | None) -> None:
+    print(f"\n{title}")
+    head = (f"{'trace':34s} {'commands':>10s} {'cycles':>9s} {'kernel s':>9s} {'python s':>9s}"
+            f" {'python/kernel':>13s}")
+    if reference:
+        head += f" {'public s':>9s} {'ours s':>7s} {'public/ours':>11s}"
+    print(head)
+    for name, (path, program) in programs.items():
+        columnar = Program.of(program)
+        result, seconds = best(lambda: CycleModel().run(columnar), args.repeat)
+        if name in expected:
+            assert result.cycles == expected[name], (name, result.cycles, expected[name])
+        part = program if not args.quick or len(program) <= 8192 else \
+            closed(program[:8192])
+        slow, python = best(lambda: CycleModel(native=False).run(part), 1)
+        fast, kernel_part = best(lambda: CycleModel().run(part), args.repeat)
+        assert (slow.cycles, slow.command_counts, slow.bank_state_cycles) == \
+            (fast.cycles, fast.command_counts, fast.bank_state_cycles), name
+        label = name if part is program else f"{name} (first 8,192)"
+        line = (f"{label:34s} {result.commands:10,d} {result.cycles:9,d} {seconds:9.3f} "
+                f"{python:9.2f} {python / kernel_part:13.1f}")
+        if reference:
+            cycles, public = reference.run(path, args.repeat)
+            assert cycles == result.cycles, (name, cycles, result.cycles)
+            ours_cycles, ours = ours_as_process(path, args.repeat)
+            assert ours_cycles == result.cycles
+            line += f" {public:9.2f} {ours:7.2f} {public / ours:11.2f}"
+        print(line)
+
+
+def decode_step_table(args: argparse.Namespace) -> None:
+    print(f"\nLlama-3-8B decode step, 1 layer, {args.requests} requests x {args.tokens} tokens "
+          "(PATTON's programs; a step that allocates no block)")
+    rt, next_id = prefilled(args.requests, args.tokens - 1)
+    *_, programs = decode_steps(rt, 3, next_id)  # commit, boundary, then a steady step
+    print(f"{'program':8s} {'instr':>8s} {'commands':>10s} {'cycles':>9s} {'kernel s':>9s} "
+          f"{'python s':>9s} {'python/kernel':>13s}")
+    total = {"kernel": 0.0, "python": 0.0}
+    for name, program in zip(("writes", "qk", "sv"), programs):
+        fast, kernel = best(lambda: CycleModel().run(program), args.repeat)
+        slow, python = best(lambda: CycleModel(native=False).run(program), 1)
+        assert (slow.cycles, slow.command_counts, slow.bank_state_cycles) == \
+            (fast.cycles, fast.command_counts, fast.bank_state_cycles), name
+        total["kernel"] += kernel
+        total["python"] += python
+        print(f"{name:8s} {len(program):8,d} {fast.commands:10,d} {fast.cycles:9,d} "
+              f"{kernel:9.3f} {python:9.2f} {python / kernel:13.1f}")
+    print(f"{'step':8s} {'':8s} {'':10s} {'':9s} {total['kernel']:9.3f} {total['python']:9.2f} "
+          f"{total['python'] / total['kernel']:13.1f}")
+
+
+def cost_table(args: argparse.Namespace) -> None:
+    print(f"\nCost reuse: Llama-3-8B, {args.layers} layers, {args.requests} requests x "
+          f"{args.cost_tokens} tokens, {args.steps} decode steps (token writes, then QK^T and SV "
+          "per layer)")
+    rt, next_id = prefilled(args.requests, args.cost_tokens, layers=args.layers)
+    steps = list(decode_steps(rt, args.steps, next_id))
+    model, cache = CycleModel(), CostCache()
+    full_state = cached_state = DeviceState.reset()
+    full = cached = 0.0
+    for step in steps:
+        for program in step:
+            start = time.perf_counter()
+            a = model.run(program, full_state)
+            full += time.perf_counter() - start
+            start = time.perf_counter()
+            b = cache.run(program, cached_state)
+            cached += time.perf_counter() - start
+            assert (a.cycles, a.command_counts, a.bank_state_cycles, a.state) == \
+                (b.cycles, b.command_counts, b.bank_state_cycles, b.state)
+            full_state, cached_state = a.state, b.state
+    programs = sum(len(s) for s in steps)
+    print(f"programs {programs}, hits {cache.hits}, misses {cache.misses}: full simulation "
+          f"{full:.2f} s, with the cache {cached:.2f} s ({full / cached:.1f}x), equal costs")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("traces", nargs="?", default=str(DEFAULT))
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=3, help="runs per timing (best of)")
+    ap.add_argument("--quick", action="store_true",
+                    help="time the Python model on the first 8,192 instructions only")
+    ap.add_argument("--requests", type=int, default=32, help="decode step: requests")
+    ap.add_argument("--tokens", type=int, default=2048, help="decode step: tokens each")
+    ap.add_argument("--layers", type=int, default=32, help="cost reuse: model layers")
+    ap.add_argument("--steps", type=int, default=8, help="cost reuse: decode steps")
+    ap.add_argument("--cost-tokens", type=int, default=256, help="cost reuse: tokens each")
+    ap.add_argument("--reference-binary", metavar="PATH",
+                    help="the public AiM simulator's binary, timed on the same traces")
+    ap.add_argument("--reference-config", metavar="FILE",
+                    help="its YAML config, with {trace} where the trace path goes")
     args = ap.parse_args()
-    folder = Path(args.traces)
-    reference = json.loads((folder / "reference.json").read_text())
-    print(f"{'trace':40s} {'commands':>10s} {'cycles':>9s} {'seconds':>8s} {'commands/s':>12s}")
-    for path in sorted(folder.glob("micro_*.trace")):
-        program = trace.read(path)
-        result, seconds = best(CycleModel(), program, args.repeat)
-        assert result.cycles == reference[path.stem]["memory_system_cycles"], path.stem
-        print(f"{path.stem:40s} {result.commands:10d} {result.cycles:9d} {seconds:8.3f} "
-              f"{result.commands / seconds:12,.0f}")
-    program = closed(trace.read(folder / "micro_macab_1024_16banks.trace")[:64])
-    print("\nmicro_macab, first 64 instructions, each fast path off:")
-    for label, options in [("default (skip + group)", {}), ("no grouping", {"group": False}),
-                           ("no skipping", {"skip": False}),
-                           ("plain stepping", {"skip": False, "group": False})]:
-        result, seconds = best(CycleModel(**options), program, args.repeat)
-        print(f"  {label:24s} {result.commands:9d} commands {seconds:8.3f} s "
-              f"{result.commands / seconds:12,.0f} commands/s")
+    if bool(args.reference_binary) != bool(args.reference_config):
+        ap.error("--reference-binary and --reference-config go together")
+    reference = Reference(args.reference_binary, args.reference_config) \
+        if args.reference_binary else None
+    expected = {k: v["memory_system_cycles"]
+                for k, v in json.loads((TRACES / "reference.json").read_text()).items()}
+    public = {p.stem: (p, trace.read(p).to_instructions())
+              for p in sorted(TRACES.glob("micro_*.trace"))}
+    traces_table("Public micro traces (multicast)", public, expected, args, reference)
+    with tempfile.TemporaryDirectory() as tmp:
+        split = {}
+        for name in SPLIT:
+            program = per_channel(public[name][1])
+            path = Path(tmp) / f"{name}_per_channel.trace"
+            trace.write(path, program)
+            split[f"{name} per channel"] = (path, program)
+        traces_table("The same work, one instruction per channel (rows differ per channel)",
+                     split, {}, args, reference)
+    decode_step_table(args)
+    cost_table(args)
 
 
 if __name__ == "__main__":

@@ -45,11 +45,11 @@ import time
 from collections.abc import Callable
 
 import numpy as np
-from patton.runtime.config import Config, model
 from patton.runtime.lifecycle import Runtime
 from patton.sim.cycle_model import CycleModel
 from patton.sim.isa import Instruction, Opcode
 from patton.sim.program import Program
+from patton.sim.serving.decode_steps import prefilled
 
 PHASES = ("place", "writes", "qk", "buffer", "sv", "sv copy")
 
@@ -60,21 +60,7 @@ def build(requests: int, tokens: int, stagger: bool = False) -> Runtime:
     With ``stagger``, request ``r`` holds ``(r * T // requests) % T`` tokens fewer, so the
     requests' last blocks are at every fill level and each step binds and commits a few.
     """
-    c = Config(model("llama3-8b"), layers=1)
-    rt = Runtime(c)
-    t = c.block_size
-    have = [tokens - 1 - ((r * t // requests) % t if stagger else 0) for r in range(requests)]
-    bid = 0
-    for block in range(-(-max(have) // t)):
-        for req in range(requests):
-            n = min(t, have[req] - block * t)
-            if n <= 0:
-                continue
-            zeros = np.zeros((1, n, c.heads, c.d_head), dtype=np.uint16)
-            rt.allocate(req, bid)
-            rt.write_many([(bid, 0, zeros, zeros)], emit=False)
-            bid += 1
-    return rt
+    return prefilled(requests, tokens - 1, stagger=stagger)[0]
 
 
 class Timer:

@@ -14,8 +14,11 @@ both:
 * the run ends in the cycle in which the last channel calls back for EOC; that clock is
   ``cycles`` (the simulator's ``memory_system_cycles``).
 
-Speed comes from two exact shortcuts, both switchable so tests can compare them with plain
-cycle-by-cycle simulation:
+By default a run goes to the compiled kernel (:mod:`patton.sim.native`, ``native``): the
+same semantics over flat arrays in C, every controller that holds work ticked every cycle and
+identical channels simulated once. The Python model below is the reference it is tested
+against, and it has two exact shortcuts of its own, both switchable so tests can compare them
+with plain cycle-by-cycle simulation:
 
 ``skip``
     A controller is ticked only when something can change: a request was sent to it, a
@@ -35,9 +38,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from operator import itemgetter
 
-from patton.sim.controller import NEVER, ChannelController, Kind, Request
+import numpy as np
+from patton.sim import native
+from patton.sim.controller import NEVER, ChannelController, Issue, Kind, Request
 from patton.sim.device import AF_ROW_BASE, DEVICE, Device
 from patton.sim.isa import CFR_RESET, Cfr, Command, Instruction, Opcode
+from patton.sim.program import OP_ID, Program
 from patton.sim.schedule import TimedCommand
 from patton.sim.timing import DEFAULT_PROFILE, Timing, timing_table
 
@@ -105,11 +111,14 @@ class CycleModel:
             buffered (they never issue); off (the default) reproduces that exactly, on makes
             the schedule hold every command of the program (what an executor that keeps the
             device alive needs: the next program must find those writes done).
+        native: run on the compiled kernel (:mod:`patton.sim.native`; exact, honours
+            ``group``; ``skip`` does not apply, the kernel ticks every busy controller each
+            cycle). Off runs the Python model, with ``skip`` and ``group``.
     """
 
     def __init__(self, device: Device = DEVICE, timing: Timing = DEFAULT_PROFILE, *,
                  record: bool = False, skip: bool = True, group: bool = True,
-                 drain: bool = False,
+                 drain: bool = False, native: bool = True,
                  progress: Callable[[int, int, int], None] | None = None) -> None:
         self.device = device
         self.timing = timing_table(timing)  # the compiled table (an unknown name raises here)
@@ -117,16 +126,35 @@ class CycleModel:
         self.skip = skip
         self.group = group
         self.drain = drain
+        self.native = native
         self.progress = progress  # called about once a second: (done, instructions, cycle)
 
-    def run(self, program: Iterable[Instruction],
+    def run(self, program: Program | Iterable[Instruction],
             state: DeviceState | None = None) -> RunResult:
         """Simulate a program that ends with EOC and return cycles, counts and schedule.
 
         ``state`` (default: :meth:`DeviceState.reset`) is the row, mode and CFR state to start
         from; the result's ``state`` is the one the program leaves.
         """
-        return _Run(self, list(program), state).result()
+        columnar = program if isinstance(program, Program) else None
+        listed = None if columnar is not None else list(program)
+        ops = (np.asarray(columnar.op) if columnar is not None else
+               np.array([OP_ID[ins.opcode] for ins in listed], dtype=np.int64))
+        eoc = ops == OP_ID[Opcode.EOC]
+        if not len(ops) or not eoc[-1]:
+            raise ValueError("a program must end with AiM EOC")
+        if eoc[:-1].any():
+            raise ValueError("AiM EOC may appear only at the end of a program")
+        state = DeviceState.reset(self.device) if state is None else state
+        if len(state.open_rows) != self.device.channels or \
+                len(state.reg_mode) != self.device.channels:
+            raise ValueError(f"a state of {len(state.open_rows)} channels for a device of "
+                             f"{self.device.channels}")
+        if self.native:
+            return _native(self, columnar if columnar is not None else Program.of(listed),
+                           listed, state)
+        return _Run(self, listed if listed is not None else columnar.to_instructions(),
+                    state).result()
 
 
 def run(program: Iterable[Instruction], **options) -> RunResult:
@@ -134,15 +162,25 @@ def run(program: Iterable[Instruction], **options) -> RunResult:
     return CycleModel(**options).run(program)
 
 
+def _starts(state: DeviceState) -> list[tuple[tuple[int, ...], bool]]:
+    return [(state.open_rows[c], state.reg_mode[c]) for c in range(len(state.open_rows))]
+
+
+def _groups(starts: list[tuple[tuple[int, ...], bool]], group: bool) -> list[list[int]]:
+    """The channels simulated together at the start: alike ones if ``group``, else each."""
+    if not group:
+        return [[c] for c in range(len(starts))]
+    alike: dict[tuple, list[int]] = {}
+    for c, start in enumerate(starts):
+        alike.setdefault(start, []).append(c)
+    return list(alike.values())
+
+
 class _Run:
     """One simulation: the DMA's state plus the controllers."""
 
     def __init__(self, model: CycleModel, program: list[Instruction],
-                 state: DeviceState | None) -> None:
-        if not program or program[-1].opcode != Opcode.EOC:
-            raise ValueError("a program must end with AiM EOC")
-        if any(ins.opcode == Opcode.EOC for ins in program[:-1]):
-            raise ValueError("AiM EOC may appear only at the end of a program")
+                 state: DeviceState) -> None:
         self.model = model
         dev = model.device
         self.queue = deque(program)
@@ -150,22 +188,10 @@ class _Run:
         self.stalled = 0
         self.finished = False
         self.progress = False
-        state = DeviceState.reset(dev) if state is None else state
-        if len(state.open_rows) != dev.channels or len(state.reg_mode) != dev.channels:
-            raise ValueError(f"a state of {len(state.open_rows)} channels for a device of "
-                             f"{dev.channels}")
         self.cfr = {c: state.cfr[c] for c in Cfr}
-        starts = [(state.open_rows[c], state.reg_mode[c]) for c in range(dev.channels)]
-        members: list[list[int]] = []
-        if model.group:  # channels that start alike are simulated once
-            alike: dict[tuple, list[int]] = {}
-            for c, start in enumerate(starts):
-                alike.setdefault(start, []).append(c)
-            members = list(alike.values())
-        else:
-            members = [[c] for c in range(dev.channels)]
+        starts = _starts(state)
         self.controllers = []
-        for m in members:
+        for m in _groups(starts, model.group):
             ctl = ChannelController(m, dev, model.timing, model.record)
             ctl.resume(list(starts[m[0]][0]), starts[m[0]][1])
             self.controllers.append(ctl)
@@ -387,6 +413,103 @@ def _schedule(controllers: list[ChannelController]) -> list[TimedCommand]:
                 out.extend(of(issue, ch) for ch, issue in pairs)
             start = end
         return out
+    finally:
+        if enabled:
+            gc.enable()
+
+
+# -- the compiled kernel ---------------------------------------------------------------------
+
+class _Served:
+    """The part of a request a schedule entry carries (what :class:`Issue` readers use)."""
+
+    __slots__ = ("final", "ins", "index", "cfr", "pos")
+
+    def __init__(self, final: int, ins: Instruction, index: int, cfr: tuple[int, ...],
+                 pos: int) -> None:
+        self.final, self.ins, self.index, self.cfr, self.pos = final, ins, index, cfr, pos
+
+
+def _native(model: CycleModel, program: Program, listed: list[Instruction] | None,
+            state: DeviceState) -> RunResult:
+    """Run ``program`` on the compiled kernel and build the Python model's result from it.
+
+    ``listed`` is the program as instructions if it came so (the schedule's entries refer to
+    them), else None.
+    """
+    dev = model.device
+    total = len(program)
+    report = None
+    if model.progress is not None:
+        user = model.progress
+        next_report = [time.perf_counter() + 1.0]
+
+        def report(retired: int, cycle: int) -> None:
+            if time.perf_counter() > next_report[0]:
+                user(retired, total, cycle)
+                next_report[0] = time.perf_counter() + 1.0
+
+    starts = _starts(state)
+    decoded = native.Decoded(program, {c: state.cfr[c] for c in Cfr}, dev.channels)
+    out = native.run(decoded, dev, model.timing, _groups(starts, model.group),
+                     state.open_rows, state.reg_mode, record=model.record, drain=model.drain,
+                     progress=report)
+    counts: dict[int, dict[str, int]] = {}
+    states: dict[int, dict[str, int]] = {}
+    rows: list[tuple[int, ...]] = [()] * dev.channels
+    modes: list[bool] = [False] * dev.channels
+    names = [c.name for c in Command]
+    for i, bits in enumerate(out.members):
+        named = {names[c]: int(n) for c, n in enumerate(out.counts[i]) if n}
+        active, precharged, idle = (int(x) for x in out.stats[i])
+        for m in _bits(bits):
+            if named:
+                counts[m] = dict(named)
+            states[m] = {"active": active, "precharged": precharged, "idle": idle}
+            rows[m], modes[m] = tuple(int(r) for r in out.open_row[i]), bool(out.reg_mode[i])
+    schedule = None
+    if model.record:
+        instructions = listed if listed is not None else program.to_instructions()
+        schedule = _native_schedule(out, decoded, instructions, dev.channels)
+    end = DeviceState(tuple(rows), tuple(modes), decoded.end_cfr)
+    return RunResult(out.cycles, dict(sorted(counts.items())), dict(sorted(states.items())),
+                     schedule, end)
+
+
+def _bits(mask: int) -> list[int]:
+    return [c for c in range(mask.bit_length()) if mask >> c & 1]
+
+
+def _native_schedule(out: native.KernelRun, decoded: native.Decoded,
+                     program: list[Instruction], channels: int) -> list[TimedCommand]:
+    """The kernel's issue records as schedule entries, one per channel, in (cycle, channel)."""
+    rec = out.records
+    if rec is None or not len(rec):
+        return []
+    members = rec[:, 1].astype(np.uint64)
+    expanded = [np.flatnonzero((members >> np.uint64(c)) & np.uint64(1)) for c in
+                range(channels)]
+    which = np.concatenate(expanded)
+    chan = np.concatenate([np.full(len(e), c, dtype=np.int64) for c, e in enumerate(expanded)])
+    order = np.lexsort((chan, rec[which, 0]))
+    which, chan = which[order], chan[order]
+    commands = list(Command)
+    served: dict[int, Issue] = {}
+    out_list: list[TimedCommand] = []
+    of = TimedCommand.of
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for r, ch in zip(which.tolist(), chan.tolist()):
+            issue = served.get(r)
+            if issue is None:
+                cycle, _, command, bank, row, col, pos, index, final = rec[r].tolist()
+                cmd = commands[command]
+                req = _Served(command if final else -1, program[pos], index,
+                              decoded.cfr_at(pos), pos)
+                issue = served[r] = Issue(cycle, cmd, bank, row, col, req)  # type: ignore[arg-type]
+            out_list.append(of(issue, ch))
+        return out_list
     finally:
         if enabled:
             gc.enable()

@@ -41,9 +41,11 @@ def test_small_traces_exact_schedule(name, reference, traces_dir):
     assert verify(result.schedule) == []
 
 
+@pytest.mark.parametrize("native", [True, False], ids=["kernel", "python"])
 @pytest.mark.parametrize("name", LARGE)
-def test_micro_traces_exact_totals(name, reference, traces_dir):
-    _check_totals(CycleModel().run(trace.read(traces_dir / f"{name}.trace")), reference[name])
+def test_micro_traces_exact_totals(name, native, reference, traces_dir):
+    model = CycleModel(native=native)
+    _check_totals(model.run(trace.read(traces_dir / f"{name}.trace")), reference[name])
 
 
 def _signature(result):
@@ -53,17 +55,22 @@ def _signature(result):
 
 @pytest.mark.parametrize("seed", range(25))
 def test_fast_paths_equal_plain_stepping(seed):
-    """Skipping quiet cycles and grouping channels change nothing, cycle for cycle."""
+    """The Python model's shortcuts (skipping quiet cycles, grouping channels) change nothing,
+    cycle for cycle (the compiled kernel is compared with it in test_cycle_model_native)."""
     program = random_program(np.random.default_rng(seed), 40, channels=4, rows=3)
-    plain = _signature(CycleModel(record=True, skip=False, group=False).run(program))
+    plain = _signature(CycleModel(record=True, native=False, skip=False, group=False)
+                       .run(program))
     for options in ({}, {"group": False}, {"skip": False}):
-        assert _signature(CycleModel(record=True, **options).run(program)) == plain
+        assert _signature(CycleModel(record=True, native=False, **options).run(program)) == \
+            plain
     assert verify(CycleModel(record=True).run(program).schedule) == []
 
 
 def test_fast_paths_on_a_reference_trace(reference, traces_dir):
     program = closed(trace.read(traces_dir / "micro_wrbias_mac_rdmac_mac_16banks.trace")[:200])
-    plain = _signature(CycleModel(record=True, skip=False, group=False).run(program))
+    plain = _signature(CycleModel(record=True, native=False, skip=False, group=False)
+                       .run(program))
+    assert _signature(CycleModel(record=True, native=False).run(program)) == plain
     assert _signature(CycleModel(record=True).run(program)) == plain
 
 

@@ -1,0 +1,145 @@
+"""Exact reuse of cycle-model costs across programs that differ only in their row addresses.
+
+A program's cost on the cycle model (cycles, per-channel command counts, bank-state cycles and
+the row and mode state it leaves) is a function of what its instructions ask of the
+controllers (:class:`patton.sim.native.Decoded`: opcode classes, banks, channel sets, column
+counts) and of the start state, and of row addresses only through which of them are equal:
+the controllers compare rows (is the bank open on this row?) and never order or add them.
+Column addresses do not enter at all. So two programs whose decoded fields are equal and
+whose rows, start rows included, are equal in the same places cost exactly the same. Layers
+of a model placed alike at other rows, and decode steps that repeat a shape, are such
+programs.
+
+:class:`CostCache` keys each program on those fields with its rows renamed in order of first
+appearance (start state first), so the key holds the pattern of equal rows and not the rows;
+the end state is stored renamed and mapped back through the program's own rows. Keys are
+SHA-256 digests of the canonical arrays. ``check`` re-simulates a random share of hits in full
+and raises :class:`CostMismatch` if anything differs: the test suite runs it on every hit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+from patton.sim.cycle_model import CycleModel, DeviceState, RunResult
+from patton.sim.isa import Cfr, Instruction
+from patton.sim.native import COLUMNS, Decoded
+from patton.sim.program import Program
+
+__all__ = ["CostCache", "CostMismatch"]
+
+#: Decoded fields that enter the key (column addresses do not affect timing).
+KEYED = tuple(name for name in COLUMNS if name not in ("row", "first_col")) + ("targets",)
+
+
+class CostMismatch(AssertionError):
+    """A cached cost differs from a full simulation of the same program (a bug: report it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Cost:
+    cycles: int
+    command_counts: dict[int, dict[str, int]]
+    bank_state_cycles: dict[int, dict[str, int]]
+    open_rows: tuple[tuple[int, ...], ...]  # renamed rows (-1 closed)
+    reg_mode: tuple[bool, ...]
+
+
+class CostCache:
+    """A cycle model that reuses the cost of every program whose key it has seen.
+
+    Args:
+        model: the cycle model to run misses on (default: a fresh one). It must not record
+            schedules: a cached result has none.
+        capacity: costs kept (least recently used dropped first).
+        check: share of hits re-simulated in full and compared (0 = none, 1 = every hit).
+        seed: seed of the draw that picks the checked hits.
+    """
+
+    def __init__(self, model: CycleModel | None = None, *, capacity: int = 4096,
+                 check: float = 0.0, seed: int = 0) -> None:
+        self.model = model if model is not None else CycleModel()
+        if self.model.record:
+            raise ValueError("a cost cache keeps no schedules: use CycleModel(record=False)")
+        if not 0.0 <= check <= 1.0:
+            raise ValueError(f"check is a share of hits in [0, 1], not {check}")
+        self.capacity = capacity
+        self.check = check
+        self._rng = np.random.default_rng(seed)
+        self._costs: OrderedDict[bytes, _Cost] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+        self.checked = 0
+
+    def run(self, program: Program | Iterable[Instruction],
+            state: DeviceState | None = None) -> RunResult:
+        """Return the program's cost from ``state`` (default: reset), simulated or reused."""
+        columnar = program if isinstance(program, Program) else Program.of(list(program))
+        dev = self.model.device
+        state = DeviceState.reset(dev) if state is None else state
+        decoded = Decoded(columnar, {c: state.cfr[c] for c in Cfr}, dev.channels)
+        key, rows = self._key(decoded, state)
+        cost = self._costs.get(key)
+        if cost is None:
+            self.misses += 1
+            result = self.model.run(columnar, state)
+            self._store(key, result, rows)
+            return result
+        self.hits += 1
+        self._costs.move_to_end(key)
+        result = self._result(cost, rows, decoded)
+        if self.check and self._rng.random() < self.check:
+            self.checked += 1
+            full = self.model.run(columnar, state)
+            if (full.cycles, full.command_counts, full.bank_state_cycles, full.state) != \
+                    (result.cycles, result.command_counts, result.bank_state_cycles,
+                     result.state):
+                raise CostMismatch(f"cached cost {result.cycles} cycles, full simulation "
+                                   f"{full.cycles} (program of {len(columnar)} instructions)")
+        return result
+
+    # -- keys ------------------------------------------------------------------------------
+
+    def _key(self, decoded: Decoded, state: DeviceState) -> tuple[bytes, np.ndarray]:
+        """Return the key and the program's distinct rows in order of first appearance."""
+        start = np.array(state.open_rows, dtype=np.int64).reshape(-1)
+        dram = decoded.columns > 0
+        values = np.concatenate((start, decoded.row[dram]))
+        real = values >= 0
+        rows, first, inverse = np.unique(values[real], return_index=True, return_inverse=True)
+        order = np.argsort(first, kind="stable")
+        rank = np.empty(len(rows), dtype=np.int64)
+        rank[order] = np.arange(len(rows))
+        renamed = np.full(len(values), -1, dtype=np.int64)
+        renamed[real] = rank[inverse.reshape(-1)]
+        digest = hashlib.sha256()
+        digest.update(np.int64(decoded.n).tobytes())
+        for name in KEYED:
+            digest.update(getattr(decoded, name).tobytes())
+        digest.update(renamed.tobytes())
+        digest.update(np.array(state.reg_mode, dtype=np.int8).tobytes())
+        return digest.digest(), rows[order]
+
+    def _store(self, key: bytes, result: RunResult, rows: np.ndarray) -> None:
+        name = {int(r): i for i, r in enumerate(rows.tolist())}
+        end = result.state
+        renamed = tuple(tuple(-1 if r < 0 else name[r] for r in bank_rows)
+                        for bank_rows in end.open_rows)
+        self._costs[key] = _Cost(result.cycles, result.command_counts,
+                                 result.bank_state_cycles, renamed, end.reg_mode)
+        if len(self._costs) > self.capacity:
+            self._costs.popitem(last=False)
+
+    @staticmethod
+    def _result(cost: _Cost, rows: np.ndarray, decoded: Decoded) -> RunResult:
+        actual = rows.tolist()
+        open_rows = tuple(tuple(-1 if r < 0 else int(actual[r]) for r in bank_rows)
+                          for bank_rows in cost.open_rows)
+        counts = {ch: dict(c) for ch, c in cost.command_counts.items()}
+        states = {ch: dict(s) for ch, s in cost.bank_state_cycles.items()}
+        return RunResult(cost.cycles, counts, states, None,
+                         DeviceState(open_rows, cost.reg_mode, decoded.end_cfr))

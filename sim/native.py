@@ -1,0 +1,368 @@
+"""The cycle model's compiled kernel: build on first use, load with ctypes, run a program.
+
+``native/cycle_kernel.c`` restates :mod:`patton.sim.controller` and the DMA of
+:mod:`patton.sim.cycle_model` over flat arrays; this module is its only door. It compiles the
+file with the C compiler (``$CC``, else ``cc``) into ``build/native/`` (``$PATTON_BUILD``
+overrides ``build/``), keyed by the source's hash, so a changed kernel is rebuilt and an
+unchanged one loads in milliseconds. No Python headers are needed: the kernel is a plain
+shared library and every fact it uses (timing rules, latencies, command classes, device
+organisation, the decoded program) is passed in as arrays built here from the one definition
+of each.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+from patton.sim.device import AF_ROW_BASE, Device
+from patton.sim.isa import (
+    ALL_ROWS_COMMANDS,
+    BANK_ROW_COMMANDS,
+    COMMAND_META,
+    COMMAND_SCOPE,
+    MASK_BITS,
+    Cfr,
+    Command,
+    Opcode,
+    Scope,
+)
+from patton.sim.program import OP_ID, OPCODES, UNSET, Program
+from patton.sim.timing import TimingTable
+
+__all__ = ["KernelError", "KernelRun", "Decoded", "run", "library", "BUILD_ROOT"]
+
+SOURCE = Path(__file__).resolve().parent / "native" / "cycle_kernel.c"
+#: Build outputs (git-ignored), shared with the Verilator builds of :mod:`patton.tb`.
+BUILD_ROOT = Path(os.environ.get("PATTON_BUILD",
+                                 Path(__file__).resolve().parents[1] / "build"))
+#: Cycles without any change after which a run is reported stalled (no legal program waits
+#: more than a few hundred cycles for a timing rule or a completion).
+STALL_LIMIT = 1 << 20
+
+_OP_NONE, _OP_CFR, _OP_SYNC, _OP_DRAM = range(4)
+_KIND_AIM, _KIND_READ, _KIND_WRITE = range(3)
+_ERRORS = {-1: "out of memory", -2: "stalled: no controller can make progress"}
+
+
+class KernelError(RuntimeError):
+    """The kernel could not be built or loaded, or a run failed inside it."""
+
+
+_i64p = ctypes.POINTER(ctypes.c_int64)
+_u64p = ctypes.POINTER(ctypes.c_uint64)
+
+
+class _Config(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_int64) for n in
+                ("channels", "banks", "banks_per_group", "bankgroups", "commands")] + \
+               [(n, _i64p) for n in ("after_start", "after_follow", "after_gap", "latency",
+                                     "closing", "opening", "channel_scoped", "bank_preq",
+                                     "all_rows_preq")] + \
+               [(n, ctypes.c_int64) for n in ("act", "pre", "prea", "act16", "tmod", "wra16",
+                                             "eoc", "record", "drain", "stall_limit")]
+
+
+class _Program(ctypes.Structure):
+    _fields_ = [("n", ctypes.c_int64)] + \
+               [(n, _i64p) for n in ("op_class", "final", "kind", "reg_mode", "blocking",
+                                     "reader")] + \
+               [("targets", _u64p)] + \
+               [(n, _i64p) for n in ("bank", "row", "first_col", "columns")]
+
+
+class _Start(ctypes.Structure):
+    _fields_ = [("groups", ctypes.c_int64), ("members", _u64p), ("open_row", _i64p),
+                ("reg_mode", _i64p)]
+
+
+RECORD_FIELDS = ("cycle", "members", "command", "bank", "row", "col", "pos", "index", "final")
+
+
+class _Result(ctypes.Structure):
+    _fields_ = [("cycles", ctypes.c_int64), ("retired", ctypes.c_int64),
+                ("controllers", ctypes.c_int64), ("members", _u64p), ("counts", _i64p),
+                ("stats", _i64p), ("open_row", _i64p), ("reg_mode", _i64p),
+                ("records", ctypes.c_void_p), ("n_records", ctypes.c_int64)]
+
+
+_PROGRESS = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64)
+_lock = threading.Lock()
+_library: ctypes.CDLL | None = None
+
+
+def _compile(target: Path) -> None:
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        raise KernelError("no C compiler found (set CC, or install cc/gcc); "
+                          "CycleModel(native=False) runs the pure-Python model")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        out = Path(tmp) / target.name
+        cmd = [cc, "-O2", "-shared", "-fPIC", "-std=c11", "-o", str(out), str(SOURCE)]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise KernelError(f"building the cycle kernel failed ({' '.join(cmd)}):\n"
+                              f"{done.stderr.strip()}")
+        os.replace(out, target)  # atomic: concurrent builders all load a complete library
+
+
+def library() -> ctypes.CDLL:
+    """Return the loaded kernel, building it first if this source has not been built."""
+    global _library
+    with _lock:
+        if _library is None:
+            digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]
+            target = BUILD_ROOT / "native" / f"cycle_kernel-{digest}.so"
+            if not target.exists():
+                _compile(target)
+            try:
+                lib = ctypes.CDLL(str(target))
+            except OSError as exc:
+                raise KernelError(f"loading the cycle kernel {target} failed: {exc}") from None
+            lib.aim_run.restype = ctypes.c_int64
+            lib.aim_run.argtypes = [ctypes.POINTER(_Config), ctypes.POINTER(_Program),
+                                    ctypes.POINTER(_Start), ctypes.POINTER(_Result), _PROGRESS]
+            lib.aim_free.restype = None
+            lib.aim_free.argtypes = [ctypes.c_void_p]
+            _library = lib
+        return _library
+
+
+def _ptr(a: np.ndarray, kind=_i64p):
+    return a.ctypes.data_as(kind)
+
+
+class _Tables:
+    """The device and timing facts as the kernel's arrays (kept alive with the config)."""
+
+    def __init__(self, device: Device, timing: TimingTable) -> None:
+        n = len(Command)
+        starts, follow, gap = [], [], []
+        for level in (Scope.CHANNEL, Scope.BANKGROUP, Scope.BANK):
+            offsets = [len(follow)]  # absolute into the one follow/gap array
+            for c in range(n):
+                for f, g in timing.after[level][c]:
+                    follow.append(int(f))
+                    gap.append(int(g))
+                offsets.append(len(follow))
+            starts.append(offsets)
+        self.after_start = np.array(starts, dtype=np.int64).reshape(-1)
+        self.after_follow = np.array(follow or [0], dtype=np.int64)
+        self.after_gap = np.array(gap or [0], dtype=np.int64)
+        self.latency = np.array([timing.latency.get(Command(c), -1) for c in range(n)],
+                                dtype=np.int64)
+
+        def flags(pred: Callable[[Command], bool]) -> np.ndarray:
+            return np.array([1 if pred(Command(c)) else 0 for c in range(n)], dtype=np.int64)
+
+        self.closing = flags(lambda c: COMMAND_META[c].closing)
+        self.opening = flags(lambda c: COMMAND_META[c].opening)
+        self.channel_scoped = flags(lambda c: COMMAND_SCOPE[c] == Scope.CHANNEL)
+        self.bank_preq = flags(lambda c: c in BANK_ROW_COMMANDS)
+        self.all_rows_preq = flags(lambda c: c in ALL_ROWS_COMMANDS)
+        self.device = device
+
+    def config(self, record: bool, drain: bool) -> _Config:
+        dev = self.device
+        return _Config(
+            dev.channels, dev.banks, dev.banks_per_group, dev.bankgroups, len(Command),
+            _ptr(self.after_start), _ptr(self.after_follow), _ptr(self.after_gap),
+            _ptr(self.latency), _ptr(self.closing), _ptr(self.opening),
+            _ptr(self.channel_scoped), _ptr(self.bank_preq), _ptr(self.all_rows_preq),
+            int(Command.ACT), int(Command.PRE), int(Command.PREA), int(Command.ACT16),
+            int(Command.TMOD), int(Command.WRA16), int(Command.EOC), int(record), int(drain),
+            STALL_LIMIT)
+
+
+_tables: dict[tuple[Device, str], _Tables] = {}
+
+
+def _tables_for(device: Device, timing: TimingTable) -> _Tables:
+    key = (device, timing.fingerprint())
+    if key not in _tables:
+        _tables[key] = _Tables(device, timing)
+    return _tables[key]
+
+
+class KernelRun:
+    """What one kernel run returns, in the shapes the cycle model's result is built from.
+
+    ``members[i]`` is controller ``i``'s channel bit set; ``counts[i]``, ``stats[i]``
+    (active, precharged, idle), ``open_row[i]`` and ``reg_mode[i]`` hold for each of its
+    channels. ``records`` (if recorded) has one row per issue, columns :data:`RECORD_FIELDS`.
+    """
+
+    def __init__(self, cycles: int, members: list[int], counts: np.ndarray, stats: np.ndarray,
+                 open_row: np.ndarray, reg_mode: np.ndarray,
+                 records: np.ndarray | None) -> None:
+        self.cycles = cycles
+        self.members = members
+        self.counts = counts
+        self.stats = stats
+        self.open_row = open_row
+        self.reg_mode = reg_mode
+        self.records = records
+
+
+#: The kernel's per-instruction arrays, in :class:`_Program` order (``targets`` apart).
+COLUMNS = ("op_class", "final", "kind", "reg_mode", "blocking", "reader", "bank", "row",
+           "first_col", "columns")
+
+
+def _per_op(fn: Callable[[Opcode], int]) -> np.ndarray:
+    return np.array([fn(op) for op in OPCODES], dtype=np.int64)
+
+
+def _op_class(op: Opcode) -> int:
+    if op == Opcode.WR_CFR:
+        return _OP_CFR
+    if op.info.final is None:
+        return _OP_NONE
+    return _OP_SYNC if op in (Opcode.SYNC, Opcode.EOC) else _OP_DRAM
+
+
+def _kind(op: Opcode) -> int:
+    if not op.info.conventional:
+        return _KIND_AIM
+    return _KIND_READ if op.info.final == Command.RD else _KIND_WRITE
+
+
+_OP_CLASS = _per_op(_op_class)
+_FINAL = _per_op(lambda op: -1 if op.info.final is None else int(op.info.final))
+_KIND = _per_op(_kind)
+_REG_MODE = _per_op(lambda op: int(op.info.reg_mode))
+_BLOCKING = _per_op(lambda op: int(op.info.blocking))
+_READER = _per_op(lambda op: int(_kind(op) == _KIND_READ or op.info.blocking))
+_HAS_COLUMNS = _per_op(lambda op: int(op.info.columns))
+_ONE_CHANNEL = _per_op(lambda op: int(op in (Opcode.RD_MEM, Opcode.WR_MEM)))
+_AF, _WR_CFR = OP_ID[Opcode.AF], OP_ID[Opcode.WR_CFR]
+
+
+_REVERSED_BYTE = np.array([int(f"{b:08b}"[::-1], 2) for b in range(256)], dtype=np.uint64)
+
+
+def _reversed(mask: np.ndarray) -> np.ndarray:
+    """Bit-reverse 32-bit masks (mask bit ``31 - c`` becomes bit ``c``), as uint64."""
+    m = mask.astype(np.uint64)
+    out = np.zeros(len(m), dtype=np.uint64)
+    for k in range(MASK_BITS // 8):
+        byte = (m >> np.uint64(8 * k)) & np.uint64(0xFF)
+        out |= _REVERSED_BYTE[byte.astype(np.intp)] << np.uint64(MASK_BITS - 8 - 8 * k)
+    return out
+
+
+class Decoded:
+    """A program as the kernel takes it: what each instruction asks of the controllers.
+
+    The arrays of :data:`COLUMNS` and ``targets`` (channel bit sets), one entry per
+    instruction, are everything the timing depends on: column addresses do not matter and rows
+    only through which of them are equal (what :mod:`patton.sim.cost_cache` keys on).
+    ``cfr[c]`` is the value of CFR ``c`` each instruction is decoded under, ``end_cfr`` the
+    CFR tuple the program leaves.
+    """
+
+    def __init__(self, program: Program, cfr: dict[Cfr, int], channels: int) -> None:
+        op = np.asarray(program.op)
+        n = self.n = len(op)
+        self.cfr: dict[Cfr, np.ndarray] = {}
+        ends = []
+        for c in Cfr:  # forward-fill each CFR from the W CFR lines before each instruction
+            sets = (op == _WR_CFR) & (np.asarray(program.cfr) == int(c))
+            values = np.concatenate(([cfr[c]], np.asarray(program.value)[sets])).astype(np.int64)
+            before = np.cumsum(sets) - sets  # W CFRs strictly before each instruction
+            self.cfr[c] = values[before]
+            ends.append(int(values[-1]))
+        self.end_cfr = tuple(ends)
+        cls = _OP_CLASS[op]
+        dram = cls == _OP_DRAM
+        one = _ONE_CHANNEL[op] == 1
+        col = np.asarray(program.col)
+        opsize = np.asarray(program.opsize)
+        row = np.where(op == _AF, AF_ROW_BASE + self.cfr[Cfr.AFM], program.row)
+        cols = {
+            "op_class": cls,
+            "final": np.where(cls >= _OP_SYNC, _FINAL[op], 0),
+            "kind": np.where(dram, _KIND[op], 0),
+            "reg_mode": np.where(dram, _REG_MODE[op], 0),
+            "blocking": np.where(dram, _BLOCKING[op], 0),
+            "reader": np.where(dram, _READER[op], 0),
+            "bank": np.where(dram, program.bank, 0),
+            "row": np.where(dram, row, 0),
+            "first_col": np.where(dram, np.where(one, col, np.where(col == UNSET, 0, col)), 0),
+            "columns": np.where(dram & ((_HAS_COLUMNS[op] == 0) | (opsize == UNSET)), 1,
+                                np.where(dram, opsize, 0)),
+        }
+        for name in COLUMNS:
+            setattr(self, name, np.ascontiguousarray(cols[name], dtype=np.int64))
+        mask = np.asarray(program.channel_mask)
+        bits = _reversed(np.where(mask == UNSET, 0, mask) & 0xFFFFFFFF)  # bit 31 - c: channel c
+        bits &= np.uint64((1 << min(channels, MASK_BITS)) - 1)
+        channel = np.asarray(program.channel)
+        inside = one & (channel >= 0) & (channel < channels)
+        bits[one] = 0
+        bits[inside] = np.left_shift(np.uint64(1), channel[inside].astype(np.uint64))
+        bits[~dram] = 0
+        self.targets = np.ascontiguousarray(bits)
+
+    def cfr_at(self, pos: int) -> tuple[int, ...]:
+        """The CFR tuple instruction ``pos`` was decoded under."""
+        return tuple(int(self.cfr[c][pos]) for c in Cfr)
+
+
+def run(decoded: Decoded, device: Device, timing: TimingTable, groups: list[list[int]],
+        open_rows: Sequence[Sequence[int]], reg_mode: Sequence[bool], *, record: bool,
+        drain: bool, progress: Callable[[int, int], None] | None = None) -> KernelRun:
+    """Simulate a decoded program (validated, ending with EOC) from the given start.
+
+    ``groups`` are the channel groups that start alike, in order of their lowest channel;
+    ``progress(retired, cycle)`` is called every 2^20 cycles.
+    """
+    if device.channels > 64:
+        raise KernelError(f"the kernel simulates at most 64 channels, not {device.channels}")
+    lib = library()
+    config = _tables_for(device, timing).config(record, drain)
+    prog = _Program(decoded.n, *(_ptr(getattr(decoded, n)) for n in COLUMNS[:6]),
+                    _ptr(decoded.targets, _u64p),
+                    *(_ptr(getattr(decoded, n)) for n in COLUMNS[6:]))
+    members = np.array([sum(1 << c for c in g) for g in groups], dtype=np.uint64)
+    rows = np.array(open_rows, dtype=np.int64).reshape(device.channels, device.banks)
+    modes = np.array([int(m) for m in reg_mode], dtype=np.int64)
+    start = _Start(len(groups), _ptr(members, _u64p), _ptr(rows), _ptr(modes))
+    nch, ncmd = device.channels, len(Command)
+    out_members = np.zeros(nch, dtype=np.uint64)
+    out_counts = np.zeros((nch, ncmd), dtype=np.int64)
+    out_stats = np.zeros((nch, 3), dtype=np.int64)
+    out_rows = np.zeros((nch, device.banks), dtype=np.int64)
+    out_modes = np.zeros(nch, dtype=np.int64)
+    result = _Result(0, 0, 0, _ptr(out_members, _u64p), _ptr(out_counts), _ptr(out_stats),
+                     _ptr(out_rows), _ptr(out_modes), None, 0)
+    callback = _PROGRESS(progress) if progress is not None else _PROGRESS()
+    status = lib.aim_run(ctypes.byref(config), ctypes.byref(prog), ctypes.byref(start),
+                         ctypes.byref(result), callback)
+    records = None
+    try:
+        if result.n_records:
+            raw = np.ctypeslib.as_array(ctypes.cast(result.records, _i64p),
+                                        shape=(result.n_records, len(RECORD_FIELDS)))
+            records = raw.copy()
+        elif record:
+            records = np.zeros((0, len(RECORD_FIELDS)), dtype=np.int64)
+    finally:
+        if result.records:
+            lib.aim_free(result.records)
+    if status != 0:
+        raise KernelError(f"cycle kernel {_ERRORS.get(status, f'error {status}')} at cycle "
+                          f"{result.cycles} (instruction {result.retired} of {decoded.n}; "
+                          "please report this program)")
+    k = result.controllers
+    return KernelRun(result.cycles, [int(m) for m in out_members[:k]], out_counts[:k],
+                     out_stats[:k], out_rows[:k], out_modes[:k], records)

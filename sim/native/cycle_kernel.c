@@ -1,0 +1,724 @@
+/* The AiM memory system of sim/cycle_model.py and sim/controller.py, compiled.
+ *
+ * The same semantics, line for line, as the Python model run with ``skip=False`` (every
+ * controller ticked every cycle): read those two files for what each step means; this file
+ * only restates them over flat arrays. The single shortcut is exact by construction: a
+ * controller that holds nothing is not ticked (its tick would only count an idle cycle and
+ * set the write mode; both are done when a send wakes it). Identical channels are simulated
+ * once and split on a partial target, as in the Python model.
+ *
+ * Everything device- and timing-specific arrives as data from sim/native.py (the timing
+ * table's rules in CSR form, latencies, command classes); nothing here names a timing value.
+ * tests/test_cycle_model_native.py requires identical cycles, counts, statistics, schedules
+ * and end states to the Python model on random programs of every instruction kind.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef int64_t i64;
+typedef uint64_t u64;
+
+enum { KIND_AIM = 0, KIND_READ = 1, KIND_WRITE = 2 };
+enum { OP_NONE = 0, OP_CFR = 1, OP_SYNC = 2, OP_DRAM = 3 };  /* instruction classes */
+enum { CAPACITY = 32 };                                      /* a buffer accepts at <= 32 */
+enum { OK = 0, ERR_MEMORY = -1, ERR_STALL = -2 };
+
+/* Device, timing and command classes (filled by sim/native.py). */
+typedef struct {
+    i64 channels, banks, banks_per_group, bankgroups, commands;
+    const i64 *after_start;  /* [3][commands + 1]: CSR offsets per level and preceding command */
+    const i64 *after_follow; /* following command of each rule entry */
+    const i64 *after_gap;    /* its gap */
+    const i64 *latency;      /* [commands], -1 if none */
+    const i64 *closing, *opening, *channel_scoped, *bank_preq, *all_rows_preq; /* [commands] */
+    i64 act, pre, prea, act16, tmod, wra16, eoc;
+    i64 record, drain, stall_limit;
+} config_t;
+
+/* The program, one entry per instruction (decoded facts; rows of AF16 already resolved). */
+typedef struct {
+    i64 n;
+    const i64 *op_class, *final, *kind, *reg_mode, *blocking, *reader;
+    const u64 *targets; /* channel bits */
+    const i64 *bank, *row, *first_col, *columns;
+} program_t;
+
+typedef struct {
+    i64 groups;
+    const u64 *members;  /* [groups], in order of their lowest channel */
+    const i64 *open_row; /* [channels][banks] */
+    const i64 *reg_mode; /* [channels] */
+} start_t;
+
+typedef struct { i64 cycle, members, command, bank, row, col, pos, index, final; } record_t;
+
+typedef struct {
+    i64 cycles, retired;
+    i64 controllers;
+    u64 *members;      /* [channels] (caller-allocated) */
+    i64 *counts;       /* [channels][commands] */
+    i64 *stats;        /* [channels][3]: active, precharged, idle */
+    i64 *open_row;     /* [channels][banks] */
+    i64 *reg_mode;     /* [channels] */
+    record_t *records; /* malloc'd here; release with aim_free */
+    i64 n_records;
+} result_t;
+
+typedef void (*progress_fn)(i64 retired, i64 cycle);
+
+typedef struct {
+    int kind, final, bank, bg, command, reg_mode, callback, reader, sync;
+    i64 row, col, arrive, depart, pos, index;
+} req_t;
+
+/* A list of request slots; FIFOs pop from ``start``. */
+typedef struct { int32_t *v; i64 start, n, cap; } list_t;
+
+typedef struct {
+    u64 members;
+    i64 nmembers;
+    i64 *ch_ready, *bg_ready, *bank_ready, *open_row, *counts;
+    u64 open_mask, reported_open;
+    int reg_mode, write_mode;
+    list_t aim, reads, writes, active, pending_reads, pending_writes, remaining, free;
+    req_t *pool;
+    i64 pool_cap;
+    i64 active_cycles, precharged_cycles, idle_cycles, clk;
+    i64 idle_since; /* the clock of its last tick while holding work (0: none yet) */
+} ctl_t;
+
+typedef struct {
+    const config_t *cfg;
+    const program_t *prog;
+    ctl_t *ctls;
+    i64 nctl;
+    u64 busy;    /* bit i: controller i holds work or refused sends (it must be ticked) */
+    i64 head;    /* the instruction at the queue's head */
+    i64 stalled; /* callbacks the blocking head still waits for */
+    int finished, failed;
+    record_t *records;
+    i64 n_records, cap_records;
+    i64 last_change;
+} run_t;
+
+static inline int lowest(u64 x) { return __builtin_ctzll(x); }
+
+/* -- lists ---------------------------------------------------------------------------------- */
+
+static int list_push(list_t *l, int32_t x) {
+    if (l->n == l->cap) {
+        if (l->start > 0) {
+            memmove(l->v, l->v + l->start, (size_t)(l->n - l->start) * sizeof *l->v);
+            l->n -= l->start;
+            l->start = 0;
+        } else {
+            i64 cap = l->cap ? 2 * l->cap : 64;
+            int32_t *v = realloc(l->v, (size_t)cap * sizeof *v);
+            if (!v) return 0;
+            l->v = v;
+            l->cap = cap;
+        }
+    }
+    l->v[l->n++] = x;
+    return 1;
+}
+
+static inline i64 list_len(const list_t *l) { return l->n - l->start; }
+static inline int32_t list_at(const list_t *l, i64 i) { return l->v[l->start + i]; }
+
+static inline int32_t list_pop_front(list_t *l) {
+    int32_t x = l->v[l->start++];
+    if (l->start == l->n) l->start = l->n = 0;
+    return x;
+}
+
+static void list_remove(list_t *l, int32_t x) {
+    for (i64 i = l->start; i < l->n; i++) {
+        if (l->v[i] == x) {
+            memmove(l->v + i, l->v + i + 1, (size_t)(l->n - i - 1) * sizeof *l->v);
+            l->n--;
+            if (l->start == l->n) l->start = l->n = 0;
+            return;
+        }
+    }
+}
+
+static int list_copy(list_t *dst, const list_t *src) {
+    dst->start = 0;
+    dst->n = src->n - src->start;
+    dst->cap = dst->n > 64 ? dst->n : 64;
+    dst->v = malloc((size_t)dst->cap * sizeof *dst->v);
+    if (!dst->v) return 0;
+    memcpy(dst->v, src->v + src->start, (size_t)dst->n * sizeof *dst->v);
+    return 1;
+}
+
+/* -- controllers ---------------------------------------------------------------------------- */
+
+static i64 *zeros(i64 n, i64 value) {
+    i64 *p = malloc((size_t)(n ? n : 1) * sizeof *p);
+    if (p) for (i64 i = 0; i < n; i++) p[i] = value;
+    return p;
+}
+
+static int ctl_init(ctl_t *c, const config_t *cfg, u64 members) {
+    memset(c, 0, sizeof *c);
+    c->members = members;
+    c->nmembers = __builtin_popcountll(members);
+    c->ch_ready = zeros(cfg->commands, -1);
+    c->bg_ready = zeros(cfg->bankgroups * cfg->commands, -1);
+    c->bank_ready = zeros(cfg->banks * cfg->commands, -1);
+    c->open_row = zeros(cfg->banks, -1);
+    c->counts = zeros(cfg->commands, 0);
+    return c->ch_ready && c->bg_ready && c->bank_ready && c->open_row && c->counts;
+}
+
+static void ctl_release(ctl_t *c) {
+    free(c->ch_ready); free(c->bg_ready); free(c->bank_ready); free(c->open_row);
+    free(c->counts); free(c->pool);
+    list_t *lists[] = {&c->aim, &c->reads, &c->writes, &c->active, &c->pending_reads,
+                       &c->pending_writes, &c->remaining, &c->free};
+    for (size_t i = 0; i < sizeof lists / sizeof *lists; i++) free(lists[i]->v);
+}
+
+static i64 *dup(const i64 *p, i64 n) {
+    i64 *q = malloc((size_t)(n ? n : 1) * sizeof *q);
+    if (q) memcpy(q, p, (size_t)n * sizeof *q);
+    return q;
+}
+
+/* A deep copy: the new controller's requests are its own (Python: ChannelController.split). */
+static int ctl_clone(ctl_t *dst, const ctl_t *src, const config_t *cfg) {
+    *dst = *src;
+    dst->ch_ready = dup(src->ch_ready, cfg->commands);
+    dst->bg_ready = dup(src->bg_ready, cfg->bankgroups * cfg->commands);
+    dst->bank_ready = dup(src->bank_ready, cfg->banks * cfg->commands);
+    dst->open_row = dup(src->open_row, cfg->banks);
+    dst->counts = dup(src->counts, cfg->commands);
+    dst->pool = malloc((size_t)(src->pool_cap ? src->pool_cap : 1) * sizeof *dst->pool);
+    if (!dst->ch_ready || !dst->bg_ready || !dst->bank_ready || !dst->open_row || !dst->counts
+        || !dst->pool)
+        return 0;
+    memcpy(dst->pool, src->pool, (size_t)src->pool_cap * sizeof *dst->pool);
+    list_t *d[] = {&dst->aim, &dst->reads, &dst->writes, &dst->active, &dst->pending_reads,
+                   &dst->pending_writes, &dst->remaining, &dst->free};
+    const list_t *s[] = {&src->aim, &src->reads, &src->writes, &src->active,
+                         &src->pending_reads, &src->pending_writes, &src->remaining,
+                         &src->free};
+    for (size_t i = 0; i < sizeof d / sizeof *d; i++)
+        if (!list_copy(d[i], s[i])) return 0;
+    return 1;
+}
+
+static int32_t ctl_alloc(ctl_t *c) {
+    if (list_len(&c->free) == 0) {
+        i64 cap = c->pool_cap ? 2 * c->pool_cap : 128;
+        req_t *pool = realloc(c->pool, (size_t)cap * sizeof *pool);
+        if (!pool) return -1;
+        c->pool = pool;
+        for (i64 i = cap - 1; i >= c->pool_cap; i--)
+            if (!list_push(&c->free, (int32_t)i)) return -1;
+        c->pool_cap = cap;
+    }
+    i64 last = c->free.n - 1;  /* pop the back (order of slots is irrelevant) */
+    int32_t slot = c->free.v[last];
+    c->free.n = last;
+    if (c->free.start == c->free.n) c->free.start = c->free.n = 0;
+    return slot;
+}
+
+static inline int ctl_holding(const ctl_t *c) {
+    return list_len(&c->aim) || list_len(&c->reads) || list_len(&c->writes)
+        || list_len(&c->active) || list_len(&c->pending_reads) || list_len(&c->pending_writes);
+}
+
+static inline int ctl_buffered(const ctl_t *c) { /* the idle test of the statistics */
+    return list_len(&c->reads) || list_len(&c->writes) || list_len(&c->aim)
+        || list_len(&c->pending_reads) || list_len(&c->pending_writes);
+}
+
+/* ChannelController._account: the statistics of the quiet cycles up to ``upto``. */
+static void ctl_account(ctl_t *c, i64 upto) {
+    i64 n = upto - c->clk;
+    if (n <= 0) return;
+    if (c->reported_open) c->active_cycles += n; else c->precharged_cycles += n;
+    if (!ctl_buffered(c)) c->idle_cycles += n;
+    c->clk = upto;
+}
+
+/* ChannelController._count_cycle */
+static void ctl_count_cycle(ctl_t *c, i64 clk, int found) {
+    if (!found && !ctl_buffered(c)) c->idle_cycles += 1;
+    if (c->reported_open) c->active_cycles += 1; else c->precharged_cycles += 1;
+    c->clk = clk;
+}
+
+/* ChannelController.ready_at: the earliest clock every timing rule allows ``command``. */
+static inline i64 ready_at(const ctl_t *c, const config_t *cfg, i64 command, const req_t *r) {
+    i64 t = c->ch_ready[command];
+    if (r->bank >= 0 && !cfg->channel_scoped[command]) {
+        i64 b = c->bg_ready[r->bg * cfg->commands + command];
+        if (b > t) t = b;
+        b = c->bank_ready[r->bank * cfg->commands + command];
+        if (b > t) t = b;
+    }
+    return t;
+}
+
+/* ChannelController.preq: the command ``r`` needs next, given the open rows. */
+static inline i64 preq(const ctl_t *c, const config_t *cfg, const req_t *r) {
+    i64 final = r->final;
+    if (cfg->bank_preq[final]) {
+        i64 row = c->open_row[r->bank];
+        if (row < 0) return cfg->act;
+        return row == r->row ? final : cfg->pre;
+    }
+    if (cfg->all_rows_preq[final]) {
+        if (!c->open_mask) return cfg->act16;
+        for (i64 b = 0; b < cfg->banks; b++)
+            if (c->open_row[b] >= 0 && c->open_row[b] != r->row) return cfg->prea;
+        if (c->open_mask != ((u64)1 << cfg->banks) - 1) return cfg->act16;
+        return final;
+    }
+    return final;
+}
+
+static void apply_after(i64 *ready, const config_t *cfg, int level, i64 command, i64 clk) {
+    const i64 *start = cfg->after_start + level * (cfg->commands + 1);
+    for (i64 i = start[command]; i < start[command + 1]; i++) {
+        i64 f = cfg->after_follow[i], t = clk + cfg->after_gap[i];
+        if (ready[f] < t) ready[f] = t;
+    }
+}
+
+static int record_issue(run_t *run, const ctl_t *c, i64 command, const req_t *r, i64 clk) {
+    const config_t *cfg = run->cfg;
+    if (run->n_records == run->cap_records) {
+        i64 cap = run->cap_records ? 2 * run->cap_records : 4096;
+        record_t *p = realloc(run->records, (size_t)cap * sizeof *p);
+        if (!p) return 0;
+        run->records = p;
+        run->cap_records = cap;
+    }
+    int final = command == r->final;
+    record_t *rec = &run->records[run->n_records++];
+    rec->cycle = clk;
+    rec->members = (i64)c->members;
+    rec->command = command;
+    rec->bank = cfg->channel_scoped[command] ? -1 : r->bank;
+    rec->row = (final || cfg->opening[command]) ? r->row : -1;
+    rec->col = final ? r->col : -1;
+    rec->pos = r->pos;
+    rec->index = r->index;
+    rec->final = final;
+    return 1;
+}
+
+/* ChannelController._issue: timing windows, row state, counts and the record. */
+static int ctl_issue(run_t *run, ctl_t *c, i64 command, const req_t *r, i64 clk) {
+    const config_t *cfg = run->cfg;
+    apply_after(c->ch_ready, cfg, 0, command, clk);
+    if (r->bank >= 0) {
+        apply_after(c->bg_ready + r->bg * cfg->commands, cfg, 1, command, clk);
+        apply_after(c->bank_ready + r->bank * cfg->commands, cfg, 2, command, clk);
+    }
+    u64 full = ((u64)1 << cfg->banks) - 1;
+    if (command == cfg->act) {
+        c->open_row[r->bank] = r->row;
+        c->open_mask |= (u64)1 << r->bank;
+        c->reported_open |= (u64)1 << (r->bank % cfg->banks_per_group);
+    } else if (command == cfg->pre) {
+        c->open_row[r->bank] = -1;
+        c->open_mask &= ~((u64)1 << r->bank);
+        c->reported_open &= ~((u64)1 << (r->bank % cfg->banks_per_group));
+    } else if (command == cfg->act16) {
+        for (i64 b = 0; b < cfg->banks; b++) c->open_row[b] = r->row;
+        c->open_mask = c->reported_open = full;
+    } else if (command == cfg->prea || command == cfg->wra16) {
+        for (i64 b = 0; b < cfg->banks; b++) c->open_row[b] = -1;
+        c->open_mask = c->reported_open = 0;
+    }
+    c->counts[command] += 1;
+    return !cfg->record || record_issue(run, c, command, r, clk);
+}
+
+/* Offer request ``slot`` at the DMA's clock; return 1 if accepted (ChannelController.send). */
+static int ctl_send(ctl_t *c, int32_t slot, i64 clk) {
+    req_t *r = &c->pool[slot];
+    list_t *buffer;
+    ctl_account(c, clk);
+    if (r->kind == KIND_AIM) {
+        if (list_len(&c->writes) || list_len(&c->reads)) return 0;
+        buffer = &c->aim;
+    } else {
+        if (list_len(&c->aim)) return 0;
+        if (r->kind == KIND_READ && list_len(&c->writes)) {
+            r->depart = clk + 1;
+            return list_push(&c->pending_reads, slot) ? 1 : -1;
+        }
+        buffer = r->kind == KIND_READ ? &c->reads : &c->writes;
+    }
+    if (list_len(buffer) > CAPACITY) return 0;
+    r->arrive = clk;
+    return list_push(buffer, slot) ? 1 : -1;
+}
+
+/* ChannelController._best: FR-FCFS (ready first, then oldest; ties keep buffer order). */
+static int32_t best(ctl_t *c, const config_t *cfg, const list_t *buffer, i64 clk, int *ready) {
+    int32_t b = -1;
+    int b_ready = 0;
+    for (i64 i = 0; i < list_len(buffer); i++) {
+        req_t *r = &c->pool[list_at(buffer, i)];
+        r->command = (int)preq(c, cfg, r);
+    }
+    for (i64 i = 0; i < list_len(buffer); i++) {
+        int32_t slot = list_at(buffer, i);
+        req_t *r = &c->pool[slot];
+        int rd = clk >= ready_at(c, cfg, r->command, r);
+        if (b < 0) { b = slot; b_ready = rd; }
+        else if (rd != b_ready) { if (rd) { b = slot; b_ready = rd; } }
+        else if (c->pool[b].arrive > r->arrive) { b = slot; b_ready = rd; }
+    }
+    *ready = b_ready;
+    return b;
+}
+
+/* ChannelController._set_write_mode (watermarks 0.8 and 0.2 of the capacity) */
+static void set_write_mode(ctl_t *c) {
+    i64 writes = list_len(&c->writes);
+    int reads = list_len(&c->reads) > 0;
+    if (!c->write_mode) {
+        if (writes * 5 > CAPACITY * 4 || !reads) c->write_mode = 1;  /* > 0.8 x 32 */
+    } else if (writes * 5 < CAPACITY && reads) {                       /* < 0.2 x 32 */
+        c->write_mode = 0;
+    }
+}
+
+/* _Run._receive: ``n`` channels called back for the blocking head. */
+static void receive(run_t *run, i64 n) {
+    run->stalled -= n;
+    if (run->stalled == 0) {
+        if (run->prog->final[run->head] == run->cfg->eoc
+            && run->prog->op_class[run->head] == OP_SYNC)
+            run->finished = 1;
+        run->head += 1;
+    }
+}
+
+static void release(ctl_t *c, int32_t slot, run_t *run) {
+    if (!list_push(&c->free, slot)) run->failed = ERR_MEMORY;
+}
+
+/* One cycle of one controller (ChannelController.tick); returns 1 if anything changed. */
+static int ctl_tick(run_t *run, ctl_t *c, i64 clk) {
+    const config_t *cfg = run->cfg;
+    int changed = 0;
+    ctl_account(c, clk - 1);
+    if (list_len(&c->pending_reads)) {
+        int32_t slot = list_at(&c->pending_reads, 0);
+        req_t *r = &c->pool[slot];
+        if (r->depart <= clk && (!r->sync || !list_len(&c->pending_writes))) {
+            if (r->callback) receive(run, c->nmembers);
+            list_pop_front(&c->pending_reads);
+            release(c, slot, run);
+            changed = 1;
+        }
+    }
+    if (list_len(&c->pending_writes)) {
+        list_t *l = &c->pending_writes;
+        i64 kept = l->start;
+        for (i64 i = l->start; i < l->n; i++) {
+            int32_t slot = l->v[i];
+            if (c->pool[slot].depart > clk) l->v[kept++] = slot;
+            else release(c, slot, run);
+        }
+        if (kept != l->n) {
+            l->n = kept;
+            if (l->start == l->n) l->start = l->n = 0;
+            changed = 1;
+        }
+    }
+    int found = 0, from_aim = 0;
+    list_t *buffer = NULL;
+    int32_t slot = -1;
+    if (list_len(&c->active)) {
+        slot = best(c, cfg, &c->active, clk, &found);
+        buffer = &c->active;
+    }
+    if (!found) {
+        if (list_len(&c->aim)) {
+            slot = list_at(&c->aim, 0);
+            buffer = &c->aim;
+            from_aim = 1;
+            req_t *r = &c->pool[slot];
+            if (r->sync) {
+                r->depart = clk;
+                if (!list_push(&c->pending_reads, slot)) run->failed = ERR_MEMORY;
+                list_pop_front(&c->aim);
+                ctl_count_cycle(c, clk, 1);
+                return 1;
+            }
+            r->command = (int)preq(c, cfg, r);
+            found = clk >= ready_at(c, cfg, r->command, r);
+        } else {
+            set_write_mode(c);
+            buffer = c->write_mode ? &c->writes : &c->reads;
+            from_aim = 0;
+            if (list_len(buffer)) slot = best(c, cfg, buffer, clk, &found);
+        }
+    }
+    if (found && cfg->closing[c->pool[slot].command]) {
+        req_t *r = &c->pool[slot];
+        for (i64 i = 0; i < list_len(&c->active); i++) {
+            req_t *o = &c->pool[list_at(&c->active, i)];
+            if (o->bank == r->bank && o->bg == r->bg) { found = 0; break; }
+        }
+    }
+    if (found) {
+        req_t *r = &c->pool[slot];
+        changed = 1;
+        if ((r->kind == KIND_AIM && r->reg_mode) != c->reg_mode) {
+            r->command = (int)cfg->tmod;
+            c->reg_mode = !c->reg_mode;
+        }
+        i64 command = r->command;
+        if (!ctl_issue(run, c, command, r, clk)) run->failed = ERR_MEMORY;
+        if (command == r->final) {
+            r->depart = clk + cfg->latency[command];
+            if (!list_push(r->reader ? &c->pending_reads : &c->pending_writes, slot))
+                run->failed = ERR_MEMORY;
+            if (from_aim) list_pop_front(&c->aim);
+            else list_remove(buffer, slot);
+        } else if (r->kind != KIND_AIM && cfg->opening[command]) {
+            if (!list_push(&c->active, slot)) run->failed = ERR_MEMORY;
+            list_remove(buffer, slot);
+        }
+    }
+    ctl_count_cycle(c, clk, found);
+    return changed;
+}
+
+/* -- the DMA -------------------------------------------------------------------------------- */
+
+
+/* The controllers for ``targets``, splitting partly targeted groups (_Run._targets). */
+static int targets_of(run_t *run, u64 targets, i64 *out, i64 *nout) {
+    i64 n = run->nctl;
+    int split = 0;
+    *nout = 0;
+    for (i64 i = 0; i < n; i++) {
+        ctl_t *c = &run->ctls[i];
+        u64 inside = c->members & targets;
+        if (!inside) continue;
+        if (inside != c->members) {
+            ctl_t *part = &run->ctls[run->nctl];
+            if (!ctl_clone(part, c, run->cfg)) return 0;
+            c->members &= ~inside;
+            c->nmembers = __builtin_popcountll(c->members);
+            part->members = inside;
+            part->nmembers = __builtin_popcountll(inside);
+            run->nctl++;
+            split = 1;
+        }
+    }
+    if (split) {
+        /* keep the controllers ordered by their lowest channel (insertion sort: few moves) */
+        for (i64 i = 1; i < run->nctl; i++) {
+            ctl_t key = run->ctls[i];
+            i64 j = i - 1;
+            while (j >= 0 && lowest(run->ctls[j].members) > lowest(key.members)) {
+                run->ctls[j + 1] = run->ctls[j];
+                j--;
+            }
+            run->ctls[j + 1] = key;
+        }
+        run->busy = 0;  /* indices moved: bit i follows controller i */
+        for (i64 i = 0; i < run->nctl; i++) {
+            ctl_t *c = &run->ctls[i];
+            if (ctl_holding(c) || list_len(&c->remaining)) run->busy |= (u64)1 << i;
+        }
+    }
+    for (i64 i = 0; i < run->nctl; i++)
+        if (run->ctls[i].members & targets) out[(*nout)++] = i;
+    return 1;
+}
+
+/* Mark controller ``c`` busy before a send at DMA cycle ``k``. While it held nothing it was
+ * not ticked; each such tick would have set the write mode (ChannelController.tick with empty
+ * buffers) and counted an idle cycle (counted lazily by ctl_account). */
+static void wake(run_t *run, ctl_t *c, i64 k) {
+    u64 bit = (u64)1 << (c - run->ctls);
+    if (!(run->busy & bit)) {
+        if (k > c->idle_since) c->write_mode = 1;
+        run->busy |= bit;
+    }
+}
+
+static int dma_send(run_t *run, ctl_t *c, int32_t slot, i64 k) {
+    wake(run, c, k);
+    if (!list_len(&c->remaining)) {
+        int ok = ctl_send(c, slot, k);
+        if (ok < 0) { run->failed = ERR_MEMORY; return 0; }
+        if (ok) return 1;
+    }
+    if (!list_push(&c->remaining, slot)) run->failed = ERR_MEMORY;
+    return 0;
+}
+
+static int32_t new_request(run_t *run, ctl_t *c, int kind, i64 final, i64 bank, i64 row, i64 col,
+                           int reg_mode, int callback, int reader, i64 pos, i64 index) {
+    int32_t slot = ctl_alloc(c);
+    if (slot < 0) { run->failed = ERR_MEMORY; return -1; }
+    req_t *r = &c->pool[slot];
+    r->kind = kind;
+    r->final = (int)final;
+    r->bank = (int)bank;
+    r->bg = bank >= 0 ? (int)(bank / run->cfg->banks_per_group) : -1;
+    r->row = row;
+    r->col = col;
+    r->command = -1;
+    r->arrive = r->depart = -1;
+    r->reg_mode = reg_mode;
+    r->callback = callback;
+    r->reader = reader;
+    r->sync = final == run->cfg->eoc || run->prog->op_class[pos] == OP_SYNC;
+    r->pos = pos;
+    r->index = index;
+    return slot;
+}
+
+/* Send the head instruction's requests; return 1 if all were accepted (_Run._decode). */
+static int decode(run_t *run, i64 k) {
+    const program_t *p = run->prog;
+    i64 pos = run->head;
+    i64 cls = p->op_class[pos];
+    if (cls == OP_NONE || cls == OP_CFR) return 1;
+    int ok = 1;
+    if (cls == OP_SYNC) {
+        for (i64 i = 0; i < run->nctl; i++) {
+            ctl_t *c = &run->ctls[i];
+            int32_t slot = new_request(run, c, KIND_AIM, p->final[pos], -1, -1, -1, 0, 1, 1,
+                                       pos, 0);
+            if (slot < 0) return 0;
+            ok &= dma_send(run, c, slot, k);
+            run->stalled += c->nmembers;
+        }
+        return ok;
+    }
+    i64 targets[64], ntargets;
+    if (!targets_of(run, p->targets[pos], targets, &ntargets)) {
+        run->failed = ERR_MEMORY;
+        return 0;
+    }
+    for (i64 i = 0; i < p->columns[pos]; i++) {
+        i64 col = p->first_col[pos] >= 0 ? p->first_col[pos] + i : -1;
+        for (i64 t = 0; t < ntargets; t++) {
+            ctl_t *c = &run->ctls[targets[t]];
+            int32_t slot = new_request(run, c, (int)p->kind[pos], p->final[pos], p->bank[pos],
+                                       p->row[pos], col, (int)p->reg_mode[pos],
+                                       (int)p->blocking[pos], (int)p->reader[pos], pos, i);
+            if (slot < 0) return 0;
+            ok &= dma_send(run, c, slot, k);
+            if (p->blocking[pos]) run->stalled += c->nmembers;
+        }
+    }
+    return ok;
+}
+
+/* The DMA part of memory-system cycle ``k`` (_Run._dma). Returns 1 if it made progress. */
+static int dma(run_t *run, i64 k) {
+    int was_remaining = 0, still_remaining = 0, progress = 0;
+    for (u64 m = run->busy; m; m &= m - 1) {
+        ctl_t *c = &run->ctls[lowest(m)];
+        while (list_len(&c->remaining)) {
+            was_remaining = 1;
+            int ok = ctl_send(c, list_at(&c->remaining, 0), k);
+            if (ok < 0) { run->failed = ERR_MEMORY; return 0; }
+            if (!ok) { still_remaining = 1; break; }
+            list_pop_front(&c->remaining);
+            progress = 1;
+        }
+    }
+    if (run->stalled) return progress;
+    if (was_remaining) {
+        if (!still_remaining) { run->head += 1; progress = 1; }
+    } else if (run->head < run->prog->n) {
+        progress = 1;
+        if (decode(run, k) && run->stalled == 0) run->head += 1;
+    }
+    return progress;
+}
+
+/* -- the run -------------------------------------------------------------------------------- */
+
+i64 aim_run(const config_t *cfg, const program_t *prog, const start_t *start, result_t *res,
+            progress_fn progress) {
+    run_t run;
+    memset(&run, 0, sizeof run);
+    run.cfg = cfg;
+    run.prog = prog;
+    run.ctls = calloc((size_t)cfg->channels, sizeof *run.ctls);
+    if (!run.ctls) return ERR_MEMORY;
+    i64 status = OK, k = 0, clk = 0;
+    for (i64 g = 0; g < start->groups; g++) {
+        ctl_t *c = &run.ctls[run.nctl++];
+        if (!ctl_init(c, cfg, start->members[g])) { status = ERR_MEMORY; goto done; }
+        int first = lowest(start->members[g]);
+        for (i64 b = 0; b < cfg->banks; b++) {
+            i64 row = start->open_row[first * cfg->banks + b];
+            c->open_row[b] = row;
+            if (row >= 0) {
+                c->open_mask |= (u64)1 << b;
+                c->reported_open |= (u64)1 << (b % cfg->banks_per_group);
+            }
+        }
+        c->reg_mode = (int)start->reg_mode[first];
+    }
+    for (;;) {
+        if (progress && (k & 0xFFFFF) == 0 && k) progress(run.head, k);
+        if (dma(&run, k)) run.last_change = k;
+        clk = k + 1;
+        /* Only busy controllers are ticked: an idle one's tick would only count an idle cycle
+         * and set the write mode, both done when it is woken (wake). */
+        int holding = 0;
+        for (u64 m = run.busy; m; m &= m - 1) {
+            int i = lowest(m);
+            ctl_t *c = &run.ctls[i];
+            if (ctl_tick(&run, c, clk)) run.last_change = k;
+            if (ctl_holding(c)) {
+                holding = 1;
+            } else if (!list_len(&c->remaining)) {
+                run.busy &= ~((u64)1 << i);
+                c->idle_since = clk;
+            }
+        }
+        if (run.failed) { status = run.failed; goto done; }
+        if (run.finished && !(cfg->drain && holding)) break;
+        k += 1;
+        if (k - run.last_change > cfg->stall_limit) { status = ERR_STALL; goto done; }
+    }
+    for (i64 i = 0; i < run.nctl; i++) ctl_account(&run.ctls[i], clk);
+    res->cycles = clk;
+    res->controllers = run.nctl;
+    for (i64 i = 0; i < run.nctl; i++) {
+        ctl_t *c = &run.ctls[i];
+        res->members[i] = c->members;
+        memcpy(res->counts + i * cfg->commands, c->counts, (size_t)cfg->commands * sizeof(i64));
+        res->stats[3 * i] = c->active_cycles;
+        res->stats[3 * i + 1] = c->precharged_cycles;
+        res->stats[3 * i + 2] = c->idle_cycles;
+        memcpy(res->open_row + i * cfg->banks, c->open_row, (size_t)cfg->banks * sizeof(i64));
+        res->reg_mode[i] = c->reg_mode;
+    }
+done:
+    res->retired = run.head;
+    res->records = run.records;
+    res->n_records = run.n_records;
+    if (status != OK) res->cycles = k;
+    for (i64 i = 0; i < run.nctl; i++) ctl_release(&run.ctls[i]);
+    free(run.ctls);
+    return status;
+}
+
+void aim_free(void *p) { free(p); }

@@ -1,0 +1,113 @@
+"""Cost reuse: equal keys give exactly the costs a full simulation gives."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from patton.sim.cost_cache import CostCache, CostMismatch
+from patton.sim.cycle_model import CycleModel, DeviceState
+from patton.sim.energy import energy
+from patton.sim.random_programs import random_program
+from patton.sim.serving.decode_steps import decode_steps, prefilled
+
+
+def _cost(result):
+    return (result.cycles, result.command_counts, result.bank_state_cycles, result.state,
+            energy(result.command_counts, result.bank_state_cycles, result.cycles))
+
+
+def _renamed(program, mapping):
+    return [dataclasses.replace(ins, row=mapping[ins.row]) if ins.row is not None else ins
+            for ins in program]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_rows_renamed_alike_reuse_the_cost(seed):
+    """A program whose rows are renamed one-to-one costs what the original costs: the cache
+    reuses it, and the reused cost (end state mapped to the new rows) equals a full run."""
+    rng = np.random.default_rng(seed)
+    program = random_program(rng, 50, channels=4, rows=4)
+    rows = sorted({ins.row for ins in program if ins.row is not None})
+    mapping = dict(zip(rows, rng.choice(1 << 14, size=len(rows), replace=False).tolist()))
+    cache = CostCache()
+    first = cache.run(program)
+    again = cache.run(_renamed(program, mapping))
+    assert (cache.hits, cache.misses) == (1, 1)
+    assert _cost(first)[:3] == _cost(again)[:3]
+    assert _cost(again) == _cost(CycleModel().run(_renamed(program, mapping)))
+
+
+def test_another_pattern_of_equal_rows_is_another_key():
+    program = random_program(np.random.default_rng(3), 50, channels=4, rows=4)
+    rows = sorted({ins.row for ins in program if ins.row is not None})
+    merged = {r: rows[0] for r in rows}  # every row the same: other row hits and misses
+    cache = CostCache()
+    cache.run(program)
+    cache.run(_renamed(program, merged))
+    assert cache.misses == 2 and cache.hits == 0
+
+
+def test_start_state_is_part_of_the_key():
+    program = random_program(np.random.default_rng(5), 30, channels=4, rows=2)
+    row = next(ins.row for ins in program if ins.row is not None)
+    opened = DeviceState.reset()
+    opened = DeviceState(((row,) * 16,) * 32, opened.reg_mode, opened.cfr)
+    cache = CostCache()
+    reset, warm = cache.run(program), cache.run(program, opened)
+    assert cache.misses == 2
+    assert _cost(warm) == _cost(CycleModel().run(program, opened))
+    assert _cost(reset) == _cost(CycleModel().run(program))
+
+
+def test_serving_steps_reuse_costs_and_sampled_steps_resimulate_equal():
+    """Every layer's programs are placed alike at other rows: after the first layer of a step
+    they are reused. Random steps, re-simulated in full from the same state, give identical
+    cycles, command counts, bank-state cycles, end states and energy; and the cache's own check
+    re-simulates every hit."""
+    cache = CostCache(check=1.0)
+    full = CycleModel()
+    state = DeviceState.reset()
+    sampled = set(np.random.default_rng(1).choice(20, size=6, replace=False).tolist())
+    compared = 0
+    rt, next_id = prefilled(8, 40, layers=4)
+    for index, step in enumerate(decode_steps(rt, 20, next_id)):
+        for program in step:
+            cost = cache.run(program, state)
+            if index in sampled:
+                assert _cost(cost) == _cost(full.run(program, state))
+                compared += 1
+            state = cost.state
+    assert compared == 6 * 9
+    assert cache.checked == cache.hits
+    assert cache.hits >= 20 * 6  # layers 1..3 of QK^T and SV in every step
+    assert cache.misses < cache.hits
+
+
+def test_the_check_catches_a_wrong_cost():
+    program = random_program(np.random.default_rng(2), 30, channels=2, rows=3)
+    cache = CostCache(check=1.0)
+    cache.run(program)
+    key = next(iter(cache._costs))
+    cache._costs[key] = dataclasses.replace(cache._costs[key],
+                                            cycles=cache._costs[key].cycles + 1)
+    with pytest.raises(CostMismatch, match="cached cost"):
+        cache.run(program)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="keeps no schedules"):
+        CostCache(CycleModel(record=True))
+    with pytest.raises(ValueError, match="share of hits"):
+        CostCache(check=1.5)
+
+
+def test_capacity_drops_the_least_recent():
+    cache = CostCache(capacity=2)
+    programs = [random_program(np.random.default_rng(s), 10, channels=2, rows=2)
+                for s in range(3)]
+    for p in programs:
+        cache.run(p)
+    cache.run(programs[0])  # dropped: simulated again
+    assert cache.misses == 4 and len(cache._costs) == 2
