@@ -495,6 +495,7 @@ def _native_schedule(out: native.KernelRun, decoded: native.Decoded,
     which, chan = which[order], chan[order]
     commands = list(Command)
     served: dict[int, Issue] = {}
+    cfrs: dict[int, tuple[int, ...]] = {}
     out_list: list[TimedCommand] = []
     of = TimedCommand.of
     enabled = gc.isenabled()
@@ -505,8 +506,10 @@ def _native_schedule(out: native.KernelRun, decoded: native.Decoded,
             if issue is None:
                 cycle, _, command, bank, row, col, pos, index, final = rec[r].tolist()
                 cmd = commands[command]
-                req = _Served(command if final else -1, program[pos], index,
-                              decoded.cfr_at(pos), pos)
+                cfr = cfrs.get(pos)
+                if cfr is None:
+                    cfr = cfrs[pos] = decoded.cfr_at(pos)
+                req = _Served(command if final else -1, program[pos], index, cfr, pos)
                 issue = served[r] = Issue(cycle, cmd, bank, row, col, req)  # type: ignore[arg-type]
             out_list.append(of(issue, ch))
         return out_list

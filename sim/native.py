@@ -104,15 +104,24 @@ def _compile(target: Path) -> None:
     if cc is None:
         raise KernelError("no C compiler found (set CC, or install cc/gcc); "
                           "CycleModel(native=False) runs the pure-Python model")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-        out = Path(tmp) / target.name
-        cmd = [cc, "-O2", "-shared", "-fPIC", "-std=c11", "-o", str(out), str(SOURCE)]
-        done = subprocess.run(cmd, capture_output=True, text=True)
-        if done.returncode != 0:
-            raise KernelError(f"building the cycle kernel failed ({' '.join(cmd)}):\n"
-                              f"{done.stderr.strip()}")
-        os.replace(out, target)  # atomic: concurrent builders all load a complete library
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+            out = Path(tmp) / target.name
+            cmd = [cc, "-O2", "-shared", "-fPIC", "-std=c11", "-o", str(out), str(SOURCE)]
+            try:
+                done = subprocess.run(cmd, capture_output=True, text=True)
+            except OSError as exc:
+                raise KernelError(f"cannot run the C compiler {cc}: {exc.strerror or exc} "
+                                  "(set CC to a C compiler)") from None
+            if done.returncode != 0:
+                raise KernelError(f"building the cycle kernel failed ({' '.join(cmd)}):\n"
+                                  f"{done.stderr.strip()}")
+            os.replace(out, target)  # atomic: concurrent builders all load a complete one
+    except OSError as exc:
+        raise KernelError(f"cannot build the cycle kernel in {target.parent}: "
+                          f"{exc.strerror or exc} (set PATTON_BUILD to a writable folder)"
+                          ) from None
 
 
 def library() -> ctypes.CDLL:

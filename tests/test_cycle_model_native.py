@@ -104,3 +104,23 @@ def test_kernel_progress_is_reported(monkeypatch):
     assert seen and all(0 < cycle < result.cycles and 0 <= retired <= len(program)
                         for retired, cycle in seen)
     assert all(total == len(program) for _, total, _ in calls)
+
+
+def test_kernel_build_errors_are_clear(monkeypatch, tmp_path):
+    """No compiler, a failing compiler, an unwritable build folder: KernelError naming it."""
+    target = tmp_path / "native" / "k.so"
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    with pytest.raises(native.KernelError, match="cannot run the C compiler .*no-such-cc"):
+        native._compile(target)
+    failing = tmp_path / "failing-cc"
+    failing.write_text("#!/bin/sh\necho 'fatal: broken' >&2\nexit 1\n")
+    failing.chmod(0o755)
+    monkeypatch.setenv("CC", str(failing))
+    with pytest.raises(native.KernelError, match="fatal: broken"):
+        native._compile(target)
+    assert not target.exists()
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.delenv("CC")
+    with pytest.raises(native.KernelError, match="cannot build the cycle kernel in .*file"):
+        native._compile(blocker / "native" / "k.so")

@@ -23,6 +23,7 @@ enum { KIND_AIM = 0, KIND_READ = 1, KIND_WRITE = 2 };
 enum { OP_NONE = 0, OP_CFR = 1, OP_SYNC = 2, OP_DRAM = 3 };  /* instruction classes */
 enum { CAPACITY = 32 };                                      /* a buffer accepts at <= 32 */
 enum { OK = 0, ERR_MEMORY = -1, ERR_STALL = -2 };
+#define NEVER ((i64)1 << 62)
 
 /* Device, timing and command classes (filled by sim/native.py). */
 typedef struct {
@@ -86,6 +87,7 @@ typedef struct {
     i64 pool_cap;
     i64 active_cycles, precharged_cycles, idle_cycles, clk;
     i64 idle_since; /* the clock of its last tick while holding work (0: none yet) */
+    i64 wake;       /* the first clock at which a tick may change something (see plan) */
 } ctl_t;
 
 typedef struct {
@@ -499,6 +501,40 @@ static int ctl_tick(run_t *run, ctl_t *c, i64 clk) {
     return changed;
 }
 
+/* After a tick at ``clk`` that changed nothing: the first clock at which one may (a pending
+ * completion falls due, or a candidate command meets its timing rules). Until then ticks do
+ * nothing but count cycles, which ctl_account does in bulk, and re-evaluate the write mode,
+ * which one evaluation already settled (its two conditions exclude each other). A candidate
+ * that is ready but was held back (a closing command against the active buffer) waits for a
+ * change, which only an issue or a send makes. Cf. ChannelController.plan, which is finer;
+ * this is the conservative form (every due write and both conventional buffers count). */
+static i64 plan(const ctl_t *c, const config_t *cfg, i64 clk) {
+    i64 nxt = NEVER;
+    if (list_len(&c->pending_reads)) {
+        const req_t *head = &c->pool[list_at(&c->pending_reads, 0)];
+        if (head->depart > clk) nxt = head->depart;
+    }
+    for (i64 i = 0; i < list_len(&c->pending_writes); i++) {
+        i64 t = c->pool[list_at(&c->pending_writes, i)].depart;
+        if (t < nxt) nxt = t;
+    }
+    const list_t *lists[3] = {&c->active, &c->reads, &c->writes};
+    for (int l = 0; l < 3; l++) {
+        for (i64 i = 0; i < list_len(lists[l]); i++) {
+            const req_t *r = &c->pool[list_at(lists[l], i)];
+            i64 t = ready_at(c, cfg, preq(c, cfg, r), r);
+            if (t > clk && t < nxt) nxt = t;
+        }
+    }
+    if (list_len(&c->aim)) {
+        const req_t *r = &c->pool[list_at(&c->aim, 0)];
+        if (r->sync) return clk + 1;
+        i64 t = ready_at(c, cfg, preq(c, cfg, r), r);
+        if (t > clk && t < nxt) nxt = t;
+    }
+    return nxt;
+}
+
 /* -- the DMA -------------------------------------------------------------------------------- */
 
 
@@ -553,6 +589,7 @@ static void wake(run_t *run, ctl_t *c, i64 k) {
         if (k > c->idle_since) c->write_mode = 1;
         run->busy |= bit;
     }
+    if (c->wake > k + 1) c->wake = k + 1;
 }
 
 static int dma_send(run_t *run, ctl_t *c, int32_t slot, i64 k) {
@@ -626,6 +663,13 @@ static int decode(run_t *run, i64 k) {
     return ok;
 }
 
+/* True if a refused send waits to be retried (the DMA decodes nothing until it passes). */
+static int dma_waits(const run_t *run) {
+    for (u64 m = run->busy; m; m &= m - 1)
+        if (list_len(&run->ctls[lowest(m)].remaining)) return 1;
+    return 0;
+}
+
 /* The DMA part of memory-system cycle ``k`` (_Run._dma). Returns 1 if it made progress. */
 static int dma(run_t *run, i64 k) {
     int was_remaining = 0, still_remaining = 0, progress = 0;
@@ -637,6 +681,7 @@ static int dma(run_t *run, i64 k) {
             if (ok < 0) { run->failed = ERR_MEMORY; return 0; }
             if (!ok) { still_remaining = 1; break; }
             list_pop_front(&c->remaining);
+            if (c->wake > k + 1) c->wake = k + 1;
             progress = 1;
         }
     }
@@ -675,19 +720,38 @@ i64 aim_run(const config_t *cfg, const program_t *prog, const start_t *start, re
         }
         c->reg_mode = (int)start->reg_mode[first];
     }
+    i64 next_progress = (i64)1 << 20;
     for (;;) {
-        if (progress && (k & 0xFFFFF) == 0 && k) progress(run.head, k);
-        if (dma(&run, k)) run.last_change = k;
+        if (progress && k >= next_progress) {
+            progress(run.head, k);
+            next_progress = k + ((i64)1 << 20);
+        }
+        int changed = dma(&run, k);
+        if (changed) run.last_change = k;
         clk = k + 1;
-        /* Only busy controllers are ticked: an idle one's tick would only count an idle cycle
-         * and set the write mode, both done when it is woken (wake). */
+        /* Only busy controllers are ticked (an idle one's tick would only count an idle cycle
+         * and set the write mode, both done when a send wakes it), and a busy one only from
+         * the clock its last tick planned (plan) or the cycle after a send. */
         int holding = 0;
+        i64 wake = NEVER;
         for (u64 m = run.busy; m; m &= m - 1) {
             int i = lowest(m);
             ctl_t *c = &run.ctls[i];
-            if (ctl_tick(&run, c, clk)) run.last_change = k;
+            if (c->wake > clk) {  /* busy means holding: refused sends need full buffers */
+                holding = 1;
+                if (c->wake < wake) wake = c->wake;
+                continue;
+            }
+            if (ctl_tick(&run, c, clk)) {
+                run.last_change = k;
+                changed = 1;
+                c->wake = clk + 1;
+            } else {
+                c->wake = plan(c, cfg, clk);
+            }
             if (ctl_holding(c)) {
                 holding = 1;
+                if (c->wake < wake) wake = c->wake;
             } else if (!list_len(&c->remaining)) {
                 run.busy &= ~((u64)1 << i);
                 c->idle_since = clk;
@@ -696,6 +760,13 @@ i64 aim_run(const config_t *cfg, const program_t *prog, const start_t *start, re
         if (run.failed) { status = run.failed; goto done; }
         if (run.finished && !(cfg->drain && holding)) break;
         k += 1;
+        /* Nothing changed and the DMA waits for the controllers (a blocking instruction's
+         * callbacks, or refused sends that only a controller's change can admit): the cycles
+         * until the first controller wakes would repeat this one. */
+        if (!changed && wake > k + 1 && (run.stalled || dma_waits(&run))) {
+            if (wake >= NEVER) { status = ERR_STALL; goto done; }
+            k = wake - 1;
+        }
         if (k - run.last_change > cfg->stall_limit) { status = ERR_STALL; goto done; }
     }
     for (i64 i = 0; i < run.nctl; i++) ctl_account(&run.ctls[i], clk);
