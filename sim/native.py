@@ -281,7 +281,7 @@ class Decoded:
 
     def __init__(self, program: Program, cfr: dict[Cfr, int], channels: int) -> None:
         op = np.asarray(program.op)
-        n = self.n = len(op)
+        self.n = len(op)
         self.cfr: dict[Cfr, np.ndarray] = {}
         ends = []
         for c in Cfr:  # forward-fill each CFR from the W CFR lines before each instruction
