@@ -20,6 +20,7 @@ import subprocess
 import tempfile
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -202,6 +203,7 @@ def _tables_for(device: Device, timing: TimingTable) -> _Tables:
     return _tables[key]
 
 
+@dataclass(frozen=True, slots=True)
 class KernelRun:
     """What one kernel run returns, in the shapes the cycle model's result is built from.
 
@@ -210,16 +212,13 @@ class KernelRun:
     channels. ``records`` (if recorded) has one row per issue, columns :data:`RECORD_FIELDS`.
     """
 
-    def __init__(self, cycles: int, members: list[int], counts: np.ndarray, stats: np.ndarray,
-                 open_row: np.ndarray, reg_mode: np.ndarray,
-                 records: np.ndarray | None) -> None:
-        self.cycles = cycles
-        self.members = members
-        self.counts = counts
-        self.stats = stats
-        self.open_row = open_row
-        self.reg_mode = reg_mode
-        self.records = records
+    cycles: int  # memory-system cycles
+    members: list[int]  # per controller: channel bit set
+    counts: np.ndarray  # (controllers, commands) issued
+    stats: np.ndarray  # (controllers, 3): active, precharged, idle cycles
+    open_row: np.ndarray  # (controllers, banks): open row or -1
+    reg_mode: np.ndarray  # (controllers,): register mode at the end
+    records: np.ndarray | None  # (issues, len(RECORD_FIELDS)) if recorded
 
 
 #: The kernel's per-instruction arrays, in :class:`_Program` order (``targets`` apart).
