@@ -1,11 +1,14 @@
 """The ``patton`` command.
 
-``patton aim run TRACE [--json] [--schedule OUT] [--timing PROFILE]``
+``patton aim run TRACE [--json] [--schedule OUT] [--readouts FILE] [--reference REF] ...``
     Run the cycle model on a trace (the public AiM simulator's format or ours) and report
     cycles, per-channel command counts and energy. ``--schedule`` writes the timed command
     schedule with the data it carries (the trace's payloads, lane masks, CFR state and the
-    instruction each command came from; ``patton.sim.schedule``).
-``patton aim check SCHEDULE [--json] [--timing PROFILE]``
+    instruction each command came from; ``patton.sim.schedule``). ``--readouts`` writes the
+    values read (``patton.readouts``: JSON or NPY). ``--reference`` compares the run with the
+    public simulator's results for the trace and exits 1 on a difference. Output paths are
+    checked before the run, and written before anything is printed.
+``patton aim check SCHEDULE [--json] [--progress] [--timing PROFILE]``
     List every timing, bus and protocol violation in a timed schedule; exit 1 if there is any.
 
 ``--timing`` picks the public simulator's GDDR6 timing rules: ``aimsim-0f28a07`` (its head, the
@@ -13,9 +16,9 @@ default) or ``aimsim-2eb1ee0`` (the commit CENT pins; ``docs/timing-profiles.md`
 output names the profile used (``"timing"``).
 ``patton runtime scenario [--model M] [--requests N] [--steps N] [--seed S] [--json]``
     Run a PATTON serving scenario on the functional and cycle models.
-``patton rtl run TRACE [--rows N] [--seed S] [--waves FILE] [--json]``
+``patton rtl run TRACE [--rows N] [--seed S] [--waves FILE] [--readouts FILE] [--json] [-v]``
     Run a trace on the RTL channel under Verilator and score it against the models.
-``patton rtl check SCHEDULE [--rows N] [--json]``
+``patton rtl check SCHEDULE [--rows N] [--json] [-v]``
     Replay a timed schedule on the RTL; compare its checker's verdict with the model's.
 ``patton hw verilog [--rows N] [--out DIR]``
     Write the RTL channel's Verilog and the DRAM mat macro.
@@ -28,22 +31,38 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
-from patton.sim import check, schedule, trace
-from patton.sim.textfile import ReadError
+from patton import readouts as readouts_format
 from patton.options import add_timing_option
-from patton.sim.cycle_model import CycleModel
+from patton.sim import check, schedule, trace
+from patton.sim.check import Violation
+from patton.sim.cycle_model import CycleModel, RunResult
 from patton.sim.energy import energy
+from patton.sim.functional import FunctionalModel
+from patton.sim.native import KernelError
+from patton.sim.schedule import TimedCommand
+from patton.sim.textfile import ReadError
 
 
 def _aim_run(args: argparse.Namespace) -> int:
     program = trace.read(args.trace)
+    # Outputs are checked before the run: a bad path costs no simulation and writes nothing.
+    if args.schedule is not None:
+        schedule.check_writable(args.schedule)
+    if args.readouts is not None:
+        readouts_format.check(args.readouts)
+    expected = _reference(args.reference, args.trace) if args.reference is not None else None
     show = args.progress or sys.stderr.isatty()
-    model = CycleModel(timing=args.timing, record=args.schedule is not None,
+    wants_schedule = args.schedule is not None or (expected is not None
+                                                   and "schedule" in expected)
+    model = CycleModel(timing=args.timing, record=wants_schedule,
                        group=not args.no_group, skip=not args.per_cycle,
+                       native=not (args.python or args.per_cycle),
                        progress=_progress if show else None)
     start = time.perf_counter()
     result = model.run(program)
@@ -52,8 +71,13 @@ def _aim_run(args: argparse.Namespace) -> int:
         print(file=sys.stderr)
     e = energy(result.command_counts, result.bank_state_cycles, result.cycles,
                standby=args.standby)
+    # Files first, results after: what is printed is what was written.
     if args.schedule is not None:
         schedule.write(args.schedule, result.schedule)
+    values = None
+    if args.readouts is not None:
+        values = FunctionalModel(model.device).run(program)
+        readouts_format.write(args.readouts, values, str(args.trace), "functional model")
     report = {
         "trace": str(args.trace),
         "timing": model.timing.name,
@@ -66,17 +90,29 @@ def _aim_run(args: argparse.Namespace) -> int:
         "energy_breakdown_nj": e.components,
         "wall_seconds": seconds,
     }
+    if args.schedule is not None:
+        report["schedule"] = str(args.schedule)
+    if values is not None:
+        report["readouts"] = {"file": str(args.readouts), "count": len(values)}
+    differences: list[dict] = []
+    if args.reference is not None:
+        differences = _differences(expected, report, result) if expected is not None else []
+        report["reference"] = {"file": str(args.reference), "key": Path(args.trace).stem,
+                               "found": expected is not None,
+                               "fields": sorted(expected) if expected is not None else [],
+                               "differences": differences}
+    status = 1 if differences else 0
     if args.json:
         json.dump(report, sys.stdout)
         sys.stdout.write("\n")
-        return 0
+        return status
     totals: dict[str, int] = {}
     for counts in result.command_counts.values():
         for name, n in counts.items():
             totals[name] = totals.get(name, 0) + n
     print(f"trace      {args.trace}")
     print(f"timing     {model.timing.name}")
-    print(f"cycles     {result.cycles} ({result.cycles * 0.5:.1f} ns)")
+    print(f"cycles     {result.cycles} ({result.cycles * model.device.cycle_ns:.1f} ns)")
     print(f"commands   {result.commands} on {len(result.command_counts)} channel(s): "
           + ", ".join(f"{k} {v}" for k, v in sorted(totals.items())))
     print(f"energy     {e.total:.1f} nJ (" + ", ".join(
@@ -85,7 +121,99 @@ def _aim_run(args: argparse.Namespace) -> int:
           "commands/s)")
     if args.schedule is not None:
         print(f"schedule   {args.schedule}")
-    return 0
+    if values is not None:
+        print(f"readouts   {len(values)} written to {args.readouts}")
+    if args.reference is not None:
+        key = Path(args.trace).stem
+        if expected is None:
+            print(f"reference  {args.reference} has no entry {key!r}: nothing compared")
+        elif not differences:
+            print(f"reference  {args.reference} [{key}]: {', '.join(sorted(expected))} "
+                  "all equal")
+        else:
+            print(f"reference  {args.reference} [{key}]: {len(differences)} difference(s)")
+            for d in differences[:_SHOW_DIFFERENCES]:
+                print(f"  {d['field']}: reference {d['reference']}, model {d['model']}")
+            if len(differences) > _SHOW_DIFFERENCES:
+                print(f"  ... {len(differences) - _SHOW_DIFFERENCES} more (--json lists all)")
+    return status
+
+
+#: Reference differences printed in the human output (``--json`` lists every one).
+_SHOW_DIFFERENCES = 20
+
+
+class ReferenceFileError(ReadError):
+    """A ``--reference`` file that cannot be read or is not a reference of the right shape."""
+
+
+def _reference(path: str, trace_path: str) -> dict | None:
+    """Return the entry of ``trace_path``'s stem in the reference file (None if it has none).
+
+    The file is the public simulator's results (``tests/data/aim/reference.json``): a JSON
+    object keyed by trace stem, each entry with some of ``memory_system_cycles``,
+    ``command_counts``, ``bank_state_cycles`` and ``schedule``.
+    """
+    name = os.fspath(path)
+    try:
+        text = Path(name).read_text(encoding="utf-8")
+    except OSError as failure:
+        raise ReferenceFileError(name, None, f"cannot read reference: "
+                                         f"{failure.strerror or failure}") from None
+    except UnicodeDecodeError:
+        raise ReferenceFileError(name, None, "not UTF-8 text") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ReferenceFileError(name, error.lineno, f"not JSON: {error.msg}") from None
+    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
+        raise ReferenceFileError(name, None, "a reference is a JSON object keyed by trace name, "
+                                         "each entry an object")
+    entry = data.get(Path(trace_path).stem)
+    if entry is not None:
+        unknown = set(entry) - set(_REFERENCE_FIELDS)
+        if unknown or not entry:
+            raise ReferenceFileError(name, None, f"entry {Path(trace_path).stem!r}: fields "
+                                             f"{sorted(unknown) or '(none)'}; known: "
+                                             + ", ".join(_REFERENCE_FIELDS))
+    return entry
+
+
+#: Reference fields and the report field each is compared with.
+_REFERENCE_FIELDS = {"memory_system_cycles": "cycles", "command_counts": "command_counts",
+                     "bank_state_cycles": "bank_state_cycles", "schedule": "schedule"}
+
+
+def _differences(expected: dict, report: dict, result: RunResult) -> list[dict]:
+    """Return every difference between a reference entry and this run, one dict each."""
+    out: list[dict] = []
+    for key, field in _REFERENCE_FIELDS.items():
+        if key not in expected:
+            continue
+        want = expected[key]
+        if key == "memory_system_cycles":
+            if want != result.cycles:
+                out.append({"field": "cycles", "reference": want, "model": result.cycles})
+        elif key == "schedule":
+            got = [[c.cycle, c.channel, c.command.name] for c in result.schedule]
+            if got != want:
+                at = next((i for i, (a, b) in enumerate(zip(got, want, strict=False)) if a != b),
+                          min(len(got), len(want)))
+                out.append({"field": f"schedule[{at}]",
+                            "reference": want[at] if at < len(want) else None,
+                            "model": got[at] if at < len(got) else None})
+                if len(got) != len(want):
+                    out.append({"field": "schedule length", "reference": len(want),
+                                "model": len(got)})
+        else:
+            have = report[field]
+            for ch in sorted(set(want) | set(have), key=lambda c: (len(c), c)):
+                a, b = want.get(ch, {}), have.get(ch, {})
+                for name in sorted(set(a) | set(b)):
+                    if a.get(name, 0) != b.get(name, 0):
+                        out.append({"field": f"{field}[{ch}][{name}]",
+                                    "reference": a.get(name, 0), "model": b.get(name, 0)})
+    return out
 
 
 def _progress(done: int, total: int, cycle: int) -> None:
@@ -93,9 +221,34 @@ def _progress(done: int, total: int, cycle: int) -> None:
           file=sys.stderr, flush=True)
 
 
+def _bar(show: bool, total: int, unit: str, what: str):
+    """A tqdm bar on stderr (shown after two seconds), or None when not shown."""
+    if not show:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit=unit, desc=what, file=sys.stderr, delay=2.0,
+                dynamic_ncols=True, leave=False)
+
+
 def _aim_check(args: argparse.Namespace) -> int:
-    commands = schedule.read(args.schedule)
-    found = check.verify(commands, timing=args.timing)
+    show = args.progress or sys.stderr.isatty()
+    bar = _bar(show, 0, "line", "reading")
+
+    def read_progress(done: int, total: int) -> None:
+        bar.total = total
+        bar.update(done - bar.n)
+
+    try:
+        commands = schedule.read(args.schedule,
+                                 progress=read_progress if bar is not None else None)
+    finally:
+        if bar is not None:
+            bar.close()
+    bar = _bar(show, len(commands), "command", "checking")
+    found = _verify(commands, args.timing, bar.update if bar is not None else None)
+    if bar is not None:
+        bar.close()
     if args.json:
         json.dump({"schedule": str(args.schedule), "timing": args.timing,
                    "commands": len(commands),
@@ -111,6 +264,28 @@ def _aim_check(args: argparse.Namespace) -> int:
             print(v.located(args.schedule))
         print(f"{len(commands)} commands, {len(found)} violation(s) (timing {args.timing})")
     return 1 if found else 0
+
+
+def _verify(commands: list[TimedCommand], timing: str,
+            advance: Callable[[int], object] | None = None) -> list[Violation]:
+    """``check.verify`` one channel at a time (``advance(n)`` after each), merged in file order.
+
+    Every rule and protocol check is per channel, so each channel's violations are those of
+    the whole schedule on that channel; the commands of a file are in cycle order, so sorting
+    the merged list by line (stable) gives ``verify``'s order. Without ``advance``, or for
+    commands not read from a file, it is ``verify`` itself.
+    """
+    if advance is None or any(c.line == 0 for c in commands[:1]):
+        return check.verify(commands, timing=timing)
+    by_channel: dict[int, list] = {}
+    for c in commands:
+        by_channel.setdefault(c.channel, []).append(c)
+    found = []
+    for cmds in by_channel.values():
+        found.extend(check.verify(cmds, timing=timing))
+        advance(len(cmds))
+    found.sort(key=lambda v: v.line)
+    return found
 
 
 def parser() -> argparse.ArgumentParser:
@@ -129,16 +304,30 @@ def parser() -> argparse.ArgumentParser:
                      help="standby energy: every channel (default) or the CENT script's value")
     run.add_argument("--no-group", action="store_true",
                      help="simulate every channel separately (slower, same result)")
+    run.add_argument("--python", action="store_true",
+                     help="run the Python cycle model, the reference the compiled kernel is "
+                          "tested against (slower, same result)")
     run.add_argument("--per-cycle", action="store_true",
-                     help="tick every controller every cycle (slower, same result)")
+                     help="run the Python model ticking every controller every cycle (much "
+                          "slower, same result)")
     run.add_argument("--progress", action="store_true",
                      help="report progress on stderr (default when stderr is a terminal)")
+    run.add_argument("--readouts", metavar="FILE",
+                     help="write every read-out value (RD_MAC, RD_SBK, ... results, from the "
+                          "functional model) to FILE: .json or .npy (patton.readouts)")
+    run.add_argument("--reference", metavar="REF.json",
+                     help="compare with the public simulator's results in REF.json (keyed "
+                          "by trace stem, as tests/data/aim/reference.json); print the "
+                          "differences, exit 1 on any")
     add_timing_option(run)
     run.set_defaults(func=_aim_run)
     chk = aim.add_parser("check", help="verify a timed command schedule")
     chk.add_argument("schedule", help="schedule file: 'cycle channel command [bank row col] "
                                       "[key=value ...]'")
     chk.add_argument("--json", action="store_true", help="print one JSON object")
+    chk.add_argument("--progress", action="store_true",
+                     help="report progress on stderr after two seconds (default when stderr "
+                          "is a terminal)")
     add_timing_option(chk)
     chk.set_defaults(func=_aim_check)
     from patton.hw import cli as hw_cli
@@ -161,6 +350,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return args.func(args)
+    except KernelError as error:  # the compiled cycle model could not be built or failed
+        print(f"error: {error}", file=sys.stderr)
+        if getattr(args, "json", False):
+            json.dump({"error": str(error), "file": None, "line": None}, sys.stdout)
+            sys.stdout.write("\n")
+        return 2
     except ReadError as error:  # a trace, schedule or conversation file (file:line: reason)
         print(f"error: {error}", file=sys.stderr)
         if getattr(args, "json", False):

@@ -19,16 +19,18 @@ import json
 import sys
 import time
 
-from patton.options import SEED, integer
 from patton.runtime.config import MODELS, Config, model
 from patton.runtime.metadata import Mode
 from patton.sim import trace
 from patton.sim.isa import Instruction, Opcode
+from patton.sim.schedule import check_writable
 from patton.sim.serving.checks import TOLERANCE
 from patton.sim.serving.loop import execute
 from patton.sim.serving.scenario import generate
 
-__all__ = ["add_parser", "scenario", "MAX_REQUESTS", "MAX_STEPS"]
+from patton.options import SEED, integer
+
+__all__ = ["add_parser", "scenario", "MAX_REQUESTS", "MAX_STEPS", "RUNS"]
 
 #: Bounds of a scenario: about a minute of checking at the largest (every program of it runs
 #: on the functional and the cycle model); larger serving runs are ``patton serve``'s.
@@ -43,7 +45,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     sub = parser.add_subparsers(dest="runtime_command", required=True)
     sc = sub.add_parser("scenario", help="run a random serving scenario end to end",
                         description=__doc__.split("\n\n")[1])
-    sc.add_argument("--model", default="llama3-8b", choices=sorted(MODELS))
+    sc.add_argument("--model", default="llama3-8b", choices=sorted(MODELS),
+                    help="model whose KV geometry is laid out (default llama3-8b)")
     sc.add_argument("--requests", type=integer(1, MAX_REQUESTS), default=4,
                     help=f"concurrent requests, 1..{MAX_REQUESTS} (default 4)")
     sc.add_argument("--steps", type=integer(1, MAX_STEPS), default=40,
@@ -55,8 +58,29 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                     help="also time the no-CZ ablation with W MEM single-token writes")
     sc.add_argument("--trace", metavar="OUT", help="write the PATTON run's programs as a trace")
     sc.add_argument("--json", action="store_true", help="print one JSON object")
+    sc.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                    help="progress bars on stderr for runs longer than a few seconds "
+                         "(default: when stderr is a terminal)")
     sc.set_defaults(func=scenario)
     return parser
+
+
+#: The runs of a scenario: report key, column label, runtime mode and no-CZ token write.
+RUNS = (("cz", "PATTON (Commit Zone)", Mode.PATTON, "abk"),
+        ("no_cz", "no CZ, WR_ABK", Mode.NO_CZ, "abk"),
+        ("no_cz_mem", "no CZ, W MEM", Mode.NO_CZ, "mem"))
+#: Seconds before a run shows its progress bar (on stderr).
+PROGRESS_DELAY = 2.0
+
+
+def _events(log: list, label: str, show: bool):
+    """``log``, wrapped in a progress bar on stderr that appears after a few seconds."""
+    if not show:
+        return log
+    from tqdm import tqdm
+
+    return tqdm(log, desc=label, unit="event", file=sys.stderr, delay=PROGRESS_DELAY,
+                dynamic_ncols=True, leave=False)
 
 
 def scenario(args: argparse.Namespace) -> int:
@@ -65,14 +89,19 @@ def scenario(args: argparse.Namespace) -> int:
     if args.layers > layers:
         print(f"error: --layers {args.layers}: {args.model} has {layers} layers", file=sys.stderr)
         return 2
+    if args.trace:
+        check_writable(args.trace, "trace")
+    show = args.progress if args.progress is not None else sys.stderr.isatty()
     start = time.perf_counter()
     config = Config(model(args.model), layers=args.layers)
     log = generate(config, requests=args.requests, steps=args.steps, seed=args.seed)
     programs: list[Instruction] | None = [] if args.trace else None
-    _, cz = execute(config, log, Mode.PATTON, seed=args.seed, cycles=True, sink=programs)
+    _, cz = execute(config, _events(log, RUNS[0][1], show), Mode.PATTON, seed=args.seed,
+                    cycles=True, sink=programs)
     if programs is not None:
         trace.write(args.trace, programs + [Instruction(Opcode.EOC)])
-    _, no = execute(config, log, Mode.NO_CZ, seed=args.seed, functional=False, cycles=True)
+    _, no = execute(config, _events(log, RUNS[1][1], show), Mode.NO_CZ, seed=args.seed,
+                    functional=False, cycles=True)
     report = {
         "model": args.model, "requests": args.requests, "steps": args.steps,
         "seed": args.seed, "layers": args.layers, "ch_per_head": config.ch_per_head,
@@ -85,6 +114,7 @@ def scenario(args: argparse.Namespace) -> int:
         "placement_mismatches": cz.placement_mismatches,
         "placement_elements_checked": cz.placement_checked,
         "single_token_value_writes": cz.value_writes, "commits": cz.commits,
+        "baselines": {key: label for key, label, _, _ in RUNS[:2]},
         "value_write_row_activations": {"cz": cz.value_write_activations,
                                         "no_cz": no.value_write_activations},
         "value_write_cycles": {"cz": cz.value_write_cycles, "no_cz": no.value_write_cycles},
@@ -92,8 +122,9 @@ def scenario(args: argparse.Namespace) -> int:
                                   "no_cz": no.value_write_energy_nj},
     }
     if args.mem_baseline:
-        _, mem = execute(config, log, Mode.NO_CZ, seed=args.seed, functional=False,
-                         cycles=True, token_op="mem")
+        _, mem = execute(config, _events(log, RUNS[2][1], show), Mode.NO_CZ, seed=args.seed,
+                         functional=False, cycles=True, token_op="mem")
+        report["baselines"]["no_cz_mem"] = RUNS[2][1]
         report["value_write_row_activations"]["no_cz_mem"] = mem.value_write_activations
         report["value_write_cycles"]["no_cz_mem"] = mem.value_write_cycles
         report["value_write_energy_nj"]["no_cz_mem"] = mem.value_write_energy_nj
@@ -108,6 +139,37 @@ def scenario(args: argparse.Namespace) -> int:
         json.dump(report, sys.stdout)
         sys.stdout.write("\n")
     else:
-        for key, value in report.items():
-            print(f"{key:32} {value}")
+        _table(report)
     return 0 if ok else 1
+
+
+def _table(r: dict) -> None:
+    """Print a scenario report as labelled lines and one table of the Value-write costs."""
+    print(f"scenario   {r['model']}, {r['requests']} request(s), {r['steps']} decode step(s), "
+          f"seed {r['seed']}, {r['layers']} layer(s), {r['ch_per_head']} channel(s) per KV "
+          f"head: {r['events']} events")
+    print(f"attention  {r['attention_checks']} QK^T/SV checks: {r['exact_mismatches_qk']} QK "
+          f"and {r['exact_mismatches_sv']} SV exact mismatch(es); worst error "
+          f"{r['max_error_over_tolerance']:.3f} x the tolerance ({r['tolerance']}; max abs "
+          f"error QK {r['max_abs_err_qk']:.3g}, SV {r['max_abs_err_sv']:.3g})")
+    print(f"placement  {r['placement_elements_checked']:,} KV elements read back, "
+          f"{r['placement_mismatches']} misplaced")
+    print(f"writes     {r['single_token_value_writes']:,} single-token Value writes, "
+          f"{r['commits']} commit(s)")
+    if "trace" in r:
+        print(f"trace      {r['trace']} ({r['trace_instructions']:,} instructions)")
+    keys = list(r["baselines"])
+    width = max(22, *(len(r["baselines"][k]) + 2 for k in keys))
+    print()
+    print(f"{'Value writes':<20}" + "".join(f"{r['baselines'][k]:>{width}}" for k in keys))
+    rows = (("row activations", "value_write_row_activations", "{:,}"),
+            ("cycles", "value_write_cycles", "{:,}"),
+            ("energy (nJ)", "value_write_energy_nj", "{:,.1f}"))
+    for label, field, fmt in rows:
+        print(f"{label:<20}" + "".join(f"{fmt.format(r[field][k]):>{width}}" for k in keys))
+    print()
+    print("(no CZ: PATTON without the Commit Zone, partial Value blocks written straight to "
+          "their O1V: WR_ABK per Value row" + (", or W MEM per bank" if "no_cz_mem" in keys
+                                               else "; --mem-baseline adds per-bank W MEM")
+          + ")")
+    print(f"result     {'OK' if r['ok'] else 'FAIL'} in {r['wall_seconds']:.1f} s")

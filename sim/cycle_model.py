@@ -482,36 +482,46 @@ def _bits(mask: int) -> list[int]:
 
 def _native_schedule(out: native.KernelRun, decoded: native.Decoded,
                      program: list[Instruction], channels: int) -> list[TimedCommand]:
-    """The kernel's issue records as schedule entries, one per channel, in (cycle, channel)."""
+    """The kernel's issue records as schedule entries, one per channel, in (cycle, channel).
+
+    Records come in cycle order, one per controller and cycle, each for the channels its
+    controller stood for at the time; as in :func:`_schedule`, records of one cycle are
+    interleaved by channel.
+    """
     rec = out.records
     if rec is None or not len(rec):
         return []
-    members = rec[:, 1].astype(np.uint64)
-    expanded = [np.flatnonzero((members >> np.uint64(c)) & np.uint64(1)) for c in
-                range(channels)]
-    which = np.concatenate(expanded)
-    chan = np.concatenate([np.full(len(e), c, dtype=np.int64) for c, e in enumerate(expanded)])
-    order = np.lexsort((chan, rec[which, 0]))
-    which, chan = which[order], chan[order]
     commands = list(Command)
-    served: dict[int, Issue] = {}
     cfrs: dict[int, tuple[int, ...]] = {}
+    members: dict[int, list[int]] = {}
+    each, of = TimedCommand.each, TimedCommand.of
     out_list: list[TimedCommand] = []
-    of = TimedCommand.of
     enabled = gc.isenabled()
     gc.disable()
     try:
-        for r, ch in zip(which.tolist(), chan.tolist()):
-            issue = served.get(r)
-            if issue is None:
-                cycle, _, command, bank, row, col, pos, index, final = rec[r].tolist()
-                cmd = commands[command]
-                cfr = cfrs.get(pos)
-                if cfr is None:
-                    cfr = cfrs[pos] = decoded.cfr_at(pos)
-                req = _Served(command if final else -1, program[pos], index, cfr, pos)
-                issue = served[r] = Issue(cycle, cmd, bank, row, col, req)  # type: ignore[arg-type]
-            out_list.append(of(issue, ch))
+        issues: list[tuple[Issue, list[int]]] = []
+        for cycle, bits, command, bank, row, col, pos, index, final in rec.tolist():
+            cfr = cfrs.get(pos)
+            if cfr is None:
+                cfr = cfrs[pos] = decoded.cfr_at(pos)
+            req = _Served(command if final else -1, program[pos], index, cfr, pos)
+            chans = members.get(bits)
+            if chans is None:
+                chans = members[bits] = _bits(bits)
+            issues.append((Issue(cycle, commands[command], bank, row, col, req), chans))  # type: ignore[arg-type]
+        n, start = len(issues), 0
+        while start < n:
+            cycle = issues[start][0].cycle
+            end = start + 1
+            while end < n and issues[end][0].cycle == cycle:
+                end += 1
+            if end == start + 1:
+                out_list.extend(each(*issues[start]))
+            else:  # controllers issuing in the same cycle: interleave their channels
+                pairs = sorted(((ch, issue) for issue, chans in issues[start:end]
+                                for ch in chans), key=itemgetter(0))
+                out_list.extend(of(issue, ch) for ch, issue in pairs)
+            start = end
         return out_list
     finally:
         if enabled:

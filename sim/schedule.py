@@ -46,7 +46,7 @@ from __future__ import annotations
 import gc
 import os
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -62,14 +62,13 @@ from patton.sim.textfile import (
     decimal,
     number,
     read_lines,
-    write_text,
 )
 
 if TYPE_CHECKING:
     from patton.sim.controller import Issue
 
 __all__ = ["TimedCommand", "ScheduleError", "WRITES", "parse", "read", "format_line", "write",
-           "dumps"]
+           "dumps", "check_writable"]
 
 #: Commands that never appear on a schedule (refresh is not modelled; SYNC/EOC stay in the
 #: controller).
@@ -342,9 +341,17 @@ def parse(lines: Iterable[str], source: str = "<schedule>",
         yield cmd
 
 
+#: Lines between two calls of :func:`read`'s ``progress``.
+PROGRESS_LINES = 1 << 16
+
+
 def read(path: str | os.PathLike[str], device: Device = DEVICE, *,
-         allow_empty: bool = False) -> list[TimedCommand]:
+         allow_empty: bool = False,
+         progress: Callable[[int, int], None] | None = None) -> list[TimedCommand]:
     """Read a schedule file (see :func:`parse`).
+
+    ``progress(lines_done, lines)`` is called every :data:`PROGRESS_LINES` lines and at the end
+    (a progress bar on a long file).
 
     Raises:
         ScheduleError: as :func:`parse`; ``file: cannot read schedule: <reason>`` (missing
@@ -357,7 +364,8 @@ def read(path: str | os.PathLike[str], device: Device = DEVICE, *,
     enabled = gc.isenabled()
     gc.disable()  # millions of new commands would make the collector rescan them over and over
     try:
-        commands = list(parse(lines, name, device))
+        source = lines if progress is None else _counted(lines, progress)
+        commands = list(parse(source, name, device))
     finally:
         if enabled:
             gc.enable()
@@ -366,41 +374,56 @@ def read(path: str | os.PathLike[str], device: Device = DEVICE, *,
     return commands
 
 
+def _counted(lines: list[str], progress: Callable[[int, int], None]) -> Iterator[str]:
+    """Yield ``lines``, calling ``progress(done, total)`` after every slice of them."""
+    total = len(lines)
+    for start in range(0, total, PROGRESS_LINES):
+        yield from lines[start:start + PROGRESS_LINES]
+        progress(min(start + PROGRESS_LINES, total), total)
+
+
 # -- writing ---------------------------------------------------------------------------------
 
 _NAMES = [c.name for c in sorted(Command)]  # by command value
+#: Blocks of lines joined per chunk when a schedule is written to a file.
+_CHUNK = 4096
 
 
-def _lines(schedule: Iterable[TimedCommand]) -> list[str]:
-    """Return the text lines (no newline) of ``schedule``.
+def _blocks(schedule: Iterable[TimedCommand]) -> Iterator[str]:
+    """Yield the text of ``schedule`` in blocks of whole lines, each ending in a newline.
 
-    Everything after ``cycle channel`` is formatted once per run of commands that differ only
-    in cycle and channel (one issue of a group of channels), and each payload array once.
+    A block is one run of commands that differ only in channel (one issue of a group of
+    channels: the cycle model's schedules are mostly such runs): its ``command bank row col
+    key=value`` tail is formatted once, each payload array once, and the run's lines are
+    joined from cached channel prefixes, so a line costs a field comparison, not a format.
     """
     names = _NAMES
     payloads: dict[int, tuple[np.ndarray, str]] = {}  # id -> (the array, kept alive; text)
     cfrs: dict[tuple[int, ...], str] = {(): "", _RESET: ""}
-    out: list[str] = []
-    append = out.append
-    prev: tuple | None = None
+    prefixes: dict[tuple[int, ...], list[str]] = {}  # channels of a run -> [" ch", ...]
+    prev: tuple | None = None  # (cycle, command, bank, row, col, mask, cfr, source) of the run
     prev_payload: np.ndarray | None = None
+    channels: list[int] = []
+    tail_key: tuple | None = None
     tail = ""
-    for c in schedule:
-        payload = c.payload
-        rest = (c.command, c.bank, c.row, c.col, c.mask, c.cfr, c.source)
-        if rest != prev or payload is not prev_payload:
-            prev, prev_payload = rest, payload
-            command, bank, row, col, mask, cfr, source = rest
+
+    def block() -> str:
+        nonlocal tail_key, tail
+        assert prev is not None
+        key = prev[1:]
+        if key != tail_key or payloads.get(id(prev_payload), (None,))[0] is not prev_payload:
+            tail_key = key
+            command, bank, row, col, mask, cfr, source = key
             if bank < 0 and row < 0 and col < 0:
                 tail = f" {names[command]}"
             else:
                 tail = (f" {names[command]} {'-' if bank < 0 else bank} "
                         f"{'-' if row < 0 else row} {'-' if col < 0 else col}")
-            if payload is not None:
-                known = payloads.get(id(payload))
-                if known is None or known[0] is not payload:
-                    known = payloads[id(payload)] = (payload, " data=" + np.asarray(
-                        payload, dtype=">u2").tobytes().hex(":", 2))
+            if prev_payload is not None:
+                known = payloads.get(id(prev_payload))
+                if known is None or known[0] is not prev_payload:
+                    known = payloads[id(prev_payload)] = (prev_payload, " data=" + np.asarray(
+                        prev_payload, dtype=">u2").tobytes().hex(":", 2))
                 tail += known[1]
             if mask is not None:
                 tail += f" mask={mask:#06x}"
@@ -410,8 +433,38 @@ def _lines(schedule: Iterable[TimedCommand]) -> list[str]:
             tail += text
             if source >= 0:
                 tail += f" src={source}"
-        append(f"{c.cycle} {c.channel}{tail}")
-    return out
+        cycle = str(prev[0])
+        if len(channels) == 1:
+            return f"{cycle} {channels[0]}{tail}\n"
+        run = tuple(channels)
+        heads = prefixes.get(run)
+        if heads is None:
+            heads = prefixes[run] = [f" {ch}" for ch in run]
+        return cycle + (tail + "\n" + cycle).join(heads) + tail + "\n"
+
+    out: list[str] = []
+    append = out.append
+    for c in schedule:
+        rest = (c.cycle, c.command, c.bank, c.row, c.col, c.mask, c.cfr, c.source)
+        payload = c.payload
+        if rest == prev and payload is prev_payload:
+            channels.append(c.channel)
+            continue
+        if prev is not None:
+            append(block())
+            if len(out) >= _CHUNK:
+                yield "".join(out)
+                out.clear()
+        prev, prev_payload, channels = rest, payload, [c.channel]
+    if prev is not None:
+        append(block())
+    if out:
+        yield "".join(out)
+
+
+def _lines(schedule: Iterable[TimedCommand]) -> list[str]:
+    """Return the text lines (no newline) of ``schedule``."""
+    return "".join(_blocks(schedule)).splitlines()
 
 
 def format_line(cmd: TimedCommand) -> str:
@@ -421,14 +474,43 @@ def format_line(cmd: TimedCommand) -> str:
 
 def dumps(schedule: Iterable[TimedCommand]) -> str:
     """Return a schedule as text."""
-    lines = _lines(schedule)
-    return "\n".join(lines) + "\n" if lines else ""
+    return "".join(_blocks(schedule))
 
 
 def write(path: str | os.PathLike[str], schedule: Iterable[TimedCommand]) -> None:
-    """Write a schedule file.
+    """Write a schedule file, in blocks (:func:`_blocks`), as ASCII text.
 
     Raises:
         ScheduleError: ``file: cannot write schedule: <reason>`` (``line`` None).
     """
-    write_text(path, dumps(schedule), ScheduleError, "schedule")
+    try:
+        with open(path, "wb") as sink:
+            for text in _blocks(schedule):
+                sink.write(text.encode("ascii"))
+    except OSError as failure:
+        raise ScheduleError(os.fspath(path), None,
+                            f"cannot write schedule: {failure.strerror or failure}") from None
+
+
+def check_writable(path: str | os.PathLike[str], what: str = "schedule") -> None:
+    """Refuse, before any work, an output path that cannot be written.
+
+    The path must not be a directory and its folder must exist and be writable (an existing
+    file must be writable); nothing is created.
+
+    Raises:
+        ScheduleError: ``file: cannot write <what>: <reason>`` (``line`` None).
+    """
+    name = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(name))
+    reason = None
+    if os.path.isdir(name):
+        reason = "Is a directory"
+    elif not os.path.isdir(folder):
+        reason = f"no folder {folder}"
+    elif os.path.exists(name) and not os.access(name, os.W_OK):
+        reason = "Permission denied"
+    elif not os.path.exists(name) and not os.access(folder, os.W_OK | os.X_OK):
+        reason = f"Permission denied (folder {folder})"
+    if reason is not None:
+        raise ScheduleError(name, None, f"cannot write {what}: {reason}")

@@ -15,7 +15,9 @@ its own build).
 
 from __future__ import annotations
 
+import bisect
 import hashlib
+import re
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -24,7 +26,9 @@ import numpy as np
 from patton.hw.generate import TOP, emit_verilog
 from patton.hw.isa import command_layout
 from patton.hw.params import ChannelParams
-from patton.sim.isa import Cfr
+from patton.sim.device import DEVICE
+from patton.sim.isa import Cfr, Command
+from patton.sim.protocol import RULES, Operand, State, Targets
 from patton.sim.schedule import TimedCommand
 from patton.sim.timing import DEFAULT_PROFILE, TIMING, Timing, timing_table
 from patton.tb import fst
@@ -33,16 +37,19 @@ from patton.tb.driver import HEAD_BITS as _HEAD_BITS
 from patton.tb.driver import MASK_BITS as _MASK_BITS
 from patton.tb.driver import Driver
 from patton.tb.monitor import PlayResult, RtlRead, RtlViolation, parse_mats
-from patton.tb.toolchain import BUILD_ROOT, build_dir, environment
+from patton.tb.toolchain import BUILD_ROOT, build_dir, build_dir_path, environment
 
-__all__ = ["RtlRead", "RtlViolation", "PlayResult", "SchedulePlayer", "DRAIN"]
+__all__ = ["RtlRead", "RtlViolation", "PlayResult", "SchedulePlayer", "DRAIN", "DRAIN_MARGIN",
+           "skip_idle", "idle_skipped", "restore", "open_rows_filled"]
 
 _HERE = Path(__file__).resolve().parent
 _PLAYER = _HERE / "player.v"
 _PLAYER_TOP = "patton_player"
+#: Margin of :data:`DRAIN` beyond the longest completion latency.
+DRAIN_MARGIN = 8
 #: Cycles the player runs after the last command of a segment: the longest read latency plus
 #: margin.
-DRAIN = _DRAIN = max(TIMING.latency.values()) + 8
+DRAIN = _DRAIN = max(TIMING.latency.values()) + DRAIN_MARGIN
 #: Verilator options. ``--no-public-flat-rw`` undoes the cocotb runner's ``--public-flat-rw``:
 #: with every signal public, Verilator must assume any of them may be written from outside,
 #: keeps every intermediate and re-evaluates all combinational logic on both clock edges
@@ -58,6 +65,22 @@ _SIM_ENV = {"COCOTB_REWRITE_ASSERTION_FILES": ""}
 def _offsets(layout) -> dict[str, tuple[int, int]]:
     """Return ``{field: (offset, width)}`` of an Amaranth struct layout."""
     return {name: (f.offset, f.width) for name, f in layout}
+
+
+#: The row count in the header comment of a generated channel (``hw/generate.py``).
+_ROWS = re.compile(r"Organisation: .*?, (\d+) rows,")
+#: Rows of the probe player :meth:`SchedulePlayer.built_rows` makes (only its options count).
+_PROBE_ROWS = 64
+
+
+def _sources() -> list[Path]:
+    """The sources the channel's Verilog is generated from (``hw/``, ``sim/``), in key order."""
+    package = _HERE.parent
+    out: list[Path] = []
+    for folder in ("hw", "sim"):
+        out += sorted((package / folder).rglob("*.py")) + sorted(
+            (package / folder).rglob("*.json"))
+    return out
 
 
 class SchedulePlayer:
@@ -95,31 +118,72 @@ class SchedulePlayer:
 
     # -- build ---------------------------------------------------------------------------
 
-    def _verilog(self) -> list[Path]:
+    def _verilog_files(self) -> list[Path]:
+        """The channel's Verilog files for these parameters, profile and sources (they may
+        not exist yet)."""
         digest = hashlib.sha256(repr(sorted(vars(self.params).items())).encode())
         digest.update(self.timing.fingerprint().encode())
-        package = _HERE.parent
-        for folder in ("hw", "sim"):
-            for source in sorted((package / folder).rglob("*.py")) + sorted(
-                    (package / folder).rglob("*.json")):
-                digest.update(source.read_bytes())
+        for source in _sources():
+            digest.update(source.read_bytes())
         out = BUILD_ROOT / "verilog" / f"{TOP}-{digest.hexdigest()[:12]}"
         # the same three files emit_verilog writes, cached or not: one file set, one build key
-        files = [out / f"{TOP}.v", out / "patton_mat.v", out / f"{TOP}.vlt"]
+        return [out / f"{TOP}.v", out / "patton_mat.v", out / f"{TOP}.vlt"]
+
+    def _verilog(self) -> list[Path]:
+        files = self._verilog_files()
         if not all(f.exists() for f in files):
-            files = emit_verilog(out, self.params, timing=self.timing)
+            files = emit_verilog(files[0].parent, self.params, timing=self.timing)
         return files
+
+    def _args(self) -> list[str]:
+        return list(_BUILD_ARGS) + (["--trace-fst", *fst.build_args()]
+                                    if self.waves == "fst" else [])
+
+    def _where(self, generated: list[Path], make: bool = True) -> Path:
+        flags = hashlib.sha256(" ".join(self._args()).encode()).hexdigest()[:6]
+        name = f"{_PLAYER_TOP}-{flags}" + (f"-{self.waves}" if self.waves else "")
+        return build_dir(name, *generated) if make else build_dir_path(name, *generated)
+
+    @classmethod
+    def cached(cls, params: ChannelParams, *, waves: str | None = None,
+               timing: Timing = DEFAULT_PROFILE) -> bool:
+        """True when the simulator for these parameters is already built under ``build/``
+        (its Verilog emitted from today's sources and the Verilator build of that Verilog
+        made), so that a player for them starts in seconds."""
+        probe = cls(params, waves=waves, build=False, timing=timing)
+        files = probe._verilog_files()
+        if not all(f.exists() for f in files):
+            return False
+        return (probe._where(files + [_PLAYER], make=False) / _PLAYER_TOP).is_file()
+
+    @classmethod
+    def built_rows(cls, *, waves: str | None = None) -> list[int]:
+        """Row counts of the simulators built under ``build/`` with these build options (from
+        whatever sources; :meth:`cached` says whether one is today's), ascending."""
+        probe = cls(ChannelParams(rows=_PROBE_ROWS), waves=waves, build=False)
+        flags = hashlib.sha256(" ".join(probe._args()).encode()).hexdigest()[:6]
+        name = f"{_PLAYER_TOP}-{flags}" + (f"-{waves}" if waves else "")
+        found: set[int] = set()
+        for folder in (BUILD_ROOT / "verilator").glob(f"{name}-*"):
+            if folder.name.count("-") != name.count("-") + 1:
+                continue  # another option set (a -vcd/-fst build of the same flags)
+            source = folder / "src" / f"{TOP}.v"
+            if not (folder / _PLAYER_TOP).is_file() or not source.is_file():
+                continue
+            with open(source, encoding="utf-8", errors="replace") as text:
+                head = text.read(4096)
+            match = _ROWS.search(head)
+            if match:
+                found.add(int(match.group(1)))
+        return sorted(found)
 
     def _compile(self) -> Path:
         environment()
         from cocotb_tools.runner import get_runner
 
         generated = self._verilog() + [_PLAYER]
-        args = list(_BUILD_ARGS) + (["--trace-fst", *fst.build_args()]
-                                    if self.waves == "fst" else [])
-        flags = hashlib.sha256(" ".join(args).encode()).hexdigest()[:6]
-        where = build_dir(f"{_PLAYER_TOP}-{flags}" + (f"-{self.waves}" if self.waves else ""),
-                          *generated)
+        args = self._args()
+        where = self._where(generated)
         # Verilator's own up-to-date check covers the source *paths*: build from copies inside
         # the (content-keyed) build folder, so an edit of hw/ or sim/ that leaves the Verilog
         # text unchanged (a new folder under build/verilog/) does not recompile everything.
@@ -140,7 +204,7 @@ class SchedulePlayer:
         return where
 
     @property
-    def runner(self):  # noqa: ANN201 - cocotb_tools.runner.Verilator
+    def runner(self):
         """The cocotb runner that made the build (a session copies its settings)."""
         return self._runner
 
@@ -194,11 +258,12 @@ class SchedulePlayer:
         from patton.tb.session import Session, SimulatorError
 
         Driver.check(schedule)
+        to_play, starts, shifts = skip_idle(open_rows_filled(schedule), self.timing.quiet)
         started = time.perf_counter()
         session = Session(self, name)
         try:
             opened = time.perf_counter() - started
-            result = session.run(schedule)  # its seconds leave out the packing, as before
+            result = session.run(to_play)  # its seconds leave out the packing, as before
         finally:
             closing = time.perf_counter()
             session.close()
@@ -207,7 +272,7 @@ class SchedulePlayer:
                                  f"({session.error}); log {session.log_path}")
         result.mats = parse_mats(session.mats_path, self.params)
         result.seconds += opened + time.perf_counter() - closing
-        return result
+        return restore(result, starts, shifts)
 
     def play_all(self, schedule: Iterable[TimedCommand]) -> dict[int, PlayResult]:
         """Replay a multi-channel schedule one channel at a time."""
@@ -215,3 +280,113 @@ class SchedulePlayer:
         for cmd in schedule:
             by_channel.setdefault(cmd.channel, []).append(cmd)
         return {ch: self.play(cmds, name=f"ch{ch}") for ch, cmds in sorted(by_channel.items())}
+
+
+# -- what the player does to a schedule before it replays it ------------------------------------
+
+
+def skip_idle(schedule: Sequence[TimedCommand], quiet: int
+              ) -> tuple[Sequence[TimedCommand], list[int], list[int]]:
+    """Shorten every idle gap longer than ``quiet`` cycles to ``quiet``; return the schedule to
+    replay and the map back (``starts``: replayed cycles where a shift begins, ``shifts``: what
+    to add from there on; :func:`restore`).
+
+    Exact: after ``quiet`` idle cycles (:attr:`TimingTable.quiet
+    <patton.sim.timing.TimingTable.quiet>`: the largest rule gap plus the longest completion
+    latency) no timing rule and no earlier command's completion can matter, and the channel
+    holds no other time-dependent state (no refresh is modelled), so the channel does the same
+    on the shortened schedule, cycle for cycle in each stretch between long gaps. A schedule
+    without such a gap is returned as it is (``starts == [0]``, ``shifts == [0]``). The gap
+    before the first command counts from cycle 0 (reset).
+    """
+    starts, shifts = [0], [0]
+    shift = 0
+    last = 0
+    out: list[TimedCommand] | None = None
+    for i, cmd in enumerate(schedule):
+        gap = cmd.cycle - last
+        last = cmd.cycle
+        if gap > quiet:
+            if out is None:
+                out = list(schedule[:i])
+            shift += gap - quiet
+            starts.append(cmd.cycle - shift)
+            shifts.append(shift)
+        if out is not None:
+            out.append(TimedCommand(cmd.cycle - shift, cmd.channel, cmd.command, cmd.bank,
+                                    cmd.row, cmd.col, cmd.line, cmd.payload, cmd.mask,
+                                    cmd.cfr, cmd.source))
+    return (schedule if out is None else out), starts, shifts
+
+
+def idle_skipped(schedule: Sequence[TimedCommand], quiet: int) -> int:
+    """Idle cycles :func:`skip_idle` leaves out of a replay of ``schedule``."""
+    skipped = 0
+    last = 0
+    for cmd in schedule:
+        if cmd.cycle - last > quiet:
+            skipped += cmd.cycle - last - quiet
+        last = cmd.cycle
+    return skipped
+
+
+def restore(result: PlayResult, starts: list[int], shifts: list[int]) -> PlayResult:
+    """Map a replay of :func:`skip_idle`'s schedule back to the schedule's own cycles.
+
+    A read returns within ``quiet`` cycles of its command, before the next shortened gap ends,
+    so each returned cycle maps with the shift of the stretch it falls in.
+    """
+    if len(starts) == 1:
+        return result
+
+    def back(cycle: int) -> int:
+        return cycle + shifts[bisect.bisect_right(starts, cycle) - 1]
+
+    result.reads = [RtlRead(back(r.cycle), r.command, r.data) for r in result.reads]
+    result.violations = [RtlViolation(back(v.cycle), v.command, v.rules, v.protocol)
+                         for v in result.violations]
+    result.cycles = back(result.cycles)
+    return result
+
+
+#: Commands whose row operand is optional (the open row is meant when none is given), by the
+#: banks they target: the protocol's (``sim/protocol.py``).
+_ROW_OPTIONAL = {c: RULES[c].targets for c in Command if RULES[c].row is Operand.OPTIONAL}
+
+
+def open_rows_filled(schedule: Sequence[TimedCommand]) -> Sequence[TimedCommand]:
+    """Give every command whose row is optional and not given the row it means: the open one.
+
+    The protocol lets a column command leave its row out (``-``: the bank's open row is used;
+    ``sim/protocol.py``, ``docs/protocol.md``) and the schedule reader accepts that, but the
+    RTL's command port always carries a row and the channel compares it with the open row. So
+    the player tracks the open rows as the RTL does (the commands it executes,
+    :data:`patton.hw.isa.IMPLEMENTED`, when legal: :class:`~patton.sim.protocol.State`) and
+    sends the target bank's open row (bank 0's for an all-bank command); a closed bank gets row
+    0, which the channel flags as the model does (no open row). Commands that name their row
+    (every command the cycle model schedules) are sent as they are; a schedule with no
+    row-less command is returned unchanged.
+    """
+    if not any(c.row < 0 and c.command in _ROW_OPTIONAL for c in schedule):
+        return schedule
+    from patton.hw.isa import IMPLEMENTED
+    from patton.sim.protocol import CLOSED, UNADDRESSED
+
+    state = State(DEVICE)
+    out: list[TimedCommand] = []
+    for cmd in schedule:
+        c = cmd.command
+        if cmd.row < 0 and c in _ROW_OPTIONAL:
+            bank = cmd.bank if _ROW_OPTIONAL[c] is not Targets.ALL else 0
+            row = int(state.open_rows[bank]) if 0 <= bank < DEVICE.banks else CLOSED
+            cmd = TimedCommand(cmd.cycle, cmd.channel, c, cmd.bank, max(row, 0), cmd.col,
+                               cmd.line, cmd.payload, cmd.mask, cmd.cfr, cmd.source)
+        out.append(cmd)
+        if c in IMPLEMENTED:
+            bank = cmd.bank if cmd.bank >= 0 else None
+            row = cmd.row if cmd.row >= 0 else None
+            col = cmd.col if cmd.col >= 0 else (0 if c in UNADDRESSED else None)
+            broadcast = len(cmd.cfr) > Cfr.BROADCAST and bool(cmd.cfr[Cfr.BROADCAST])
+            if state.check(c, bank, row, col, broadcast) is None:
+                state.apply(c, bank, row)
+    return out

@@ -18,7 +18,7 @@ import os
 import shutil
 import sys
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from patton.tb.player import PlayResult, RtlViolation, SchedulePlayer
     from patton.tb.scoreboard import Verdict
 
-__all__ = ["Replay", "groups", "signature", "replay_group", "replay_all", "rtl_text",
+__all__ = ["Replay", "groups", "signature", "replay_group", "replay_all", "rtl_text", "rtl_objects",
            "rejected", "rejection_note", "channels_text", "run_dir", "clear_dumps",
            "copy_dumps", "stdout_to_stderr"]
 
@@ -90,6 +90,8 @@ class Replay:
     not_replayed: Counter[str] = field(default_factory=Counter)  # AF LUT rows, by command
     result: PlayResult | None = None
     verdict: Verdict | None = None
+    schedule: list[TimedCommand] = field(default_factory=list, repr=False)  # what was replayed
+    timing: object = None  # the TimingTable the RTL's checker was built for (rule names)
 
     def summary(self) -> dict:
         """JSON-ready per-channel details."""
@@ -104,7 +106,8 @@ class Replay:
                 "model_violations": v.model_violations, "agree": v.agree,
                 "rejected": dict(self.rejected), "rejections_not_flagged": len(self.unflagged),
                 "not_replayed": dict(self.not_replayed),
-                "rtl_list": [rtl_text(x) for x in r.violations],
+                "rtl_list": [obj for x in r.violations
+                             for obj in rtl_objects(x, self.channels[0], self.timing)],
                 "model_only": sorted(v.model_timing - v.rtl_timing),
                 "rtl_only": sorted(v.rtl_timing - v.model_timing),
                 "model_only_protocol": sorted(v.model_protocol - v.rtl_protocol),
@@ -139,24 +142,66 @@ def replay_group(play: SchedulePlayer, group: list[list[TimedCommand]], name: st
     model_view = [c for c in to_rtl if c.command not in REJECTED]
     out.result = scored
     out.verdict = score(model_view, scored, values=values, timing=play.timing)
+    out.schedule = to_rtl
+    out.timing = play.timing
     return out
 
 
-def rtl_text(v: RtlViolation) -> str:
-    from patton.hw.isa import ProtocolCode
-
+def rtl_text(v: RtlViolation, timing=None) -> str:
+    """One line of a flagged command: ``cycle 5 WR: rule 90 nRCDWR (ACT -> WR)``, and its
+    protocol error."""
     parts = [f"cycle {v.cycle} {v.command.name}"]
-    if v.rules:
-        parts.append("rules " + ",".join(str(r) for r in sorted(v.rules)))
+    for obj in rtl_objects(v, 0, timing):
+        if obj["kind"] == "timing":
+            parts.append(f"rule {obj['rule']} {obj['rule_name'] or '?'} ({obj['commands']})")
+        else:
+            parts.append(f"protocol {obj['protocol']}")
+    return ": ".join(parts[:1]) + ": " + "; ".join(parts[1:]) if len(parts) > 1 else parts[0]
+
+
+def rtl_objects(v: RtlViolation, channel: int, timing=None) -> list[dict]:
+    """The JSON objects of one flagged command on ``channel``: one per timing rule it broke
+    (``rule`` id, ``rule_name``: the rule's parameter expression, ``commands``: ``"P -> F"``
+    from the timing table) and one for a protocol error (``protocol``: its
+    ``hw.isa.ProtocolCode`` name)."""
+    from patton.hw.isa import ProtocolCode
+    from patton.sim.timing import TIMING
+
+    table = timing if timing is not None else TIMING
+    base = {"cycle": v.cycle, "channel": channel, "command": v.command.name}
+    out = []
+    for rule in sorted(v.rules):
+        try:
+            r = table.rule(rule)
+            name = r.expression
+            before = "/".join(sorted(c.name for c in r.preceding))
+        except KeyError:
+            name, before = None, "?"
+        out.append({**base, "kind": "timing", "rule": rule, "rule_name": name,
+                    "commands": f"{before} -> {v.command.name}", "protocol": None})
     if v.protocol:
-        parts.append(f"protocol {ProtocolCode(v.protocol).name}")
-    return ": ".join(parts)
+        out.append({**base, "kind": "protocol", "rule": None, "rule_name": None,
+                    "commands": v.command.name, "protocol": ProtocolCode(v.protocol).name})
+    return out
 
 
 def replay_all(play: SchedulePlayer, commands: Sequence[TimedCommand], prefix: str,
-                values: bool) -> list[Replay]:
-    return [replay_group(play, group, f"{prefix}-ch{group[0][0].channel}", values)
-            for group in groups(commands)]
+               values: bool, *, around: Callable[[], contextlib.AbstractContextManager] | None
+               = None, note: Callable[[list[list[TimedCommand]], int, int], None] | None = None
+               ) -> list[Replay]:
+    """Replay every channel group (:func:`groups`) of ``commands``.
+
+    ``note(group, i, n)`` is called before group ``i`` of ``n`` (a progress line), and each
+    replay runs inside ``around()`` (where the simulator's output goes).
+    """
+    found = groups(commands)
+    out = []
+    for i, group in enumerate(found):
+        if note is not None:
+            note(group, i, len(found))
+        with (around() if around is not None else contextlib.nullcontext()):
+            out.append(replay_group(play, group, f"{prefix}-ch{group[0][0].channel}", values))
+    return out
 
 
 def rejected(replays: Sequence[Replay]) -> dict[str, int]:

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["verilator_root", "environment", "build_dir", "quiet", "BUILD_ROOT"]
+__all__ = ["verilator_root", "environment", "build_dir", "build_dir_path", "quiet", "BUILD_ROOT"]
 
 #: Git-ignored folder for generated Verilog, Verilator builds and waveforms.
 BUILD_ROOT = Path(os.environ.get("PATTON_BUILD", Path(__file__).resolve().parents[1] / "build"))
@@ -48,13 +48,19 @@ def environment() -> dict[str, str]:
     return {k: os.environ[k] for k in ("VERILATOR_ROOT", "PATH", "MAKEFLAGS")}
 
 
-def build_dir(name: str, *sources: Path) -> Path:
-    """Return a persistent build folder for ``name``, keyed by the sources' contents."""
+def build_dir_path(name: str, *sources: Path) -> Path:
+    """Return the persistent build folder for ``name``, keyed by the sources' contents (it may
+    not exist)."""
     digest = hashlib.sha256()
     for source in sorted(sources):
         digest.update(source.name.encode())
         digest.update(source.read_bytes())
-    path = BUILD_ROOT / "verilator" / f"{name}-{digest.hexdigest()[:12]}"
+    return BUILD_ROOT / "verilator" / f"{name}-{digest.hexdigest()[:12]}"
+
+
+def build_dir(name: str, *sources: Path) -> Path:
+    """Return a persistent build folder for ``name``, keyed by the sources' contents (made)."""
+    path = build_dir_path(name, *sources)
     path.mkdir(parents=True, exist_ok=True)
     return path
 

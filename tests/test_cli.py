@@ -134,3 +134,263 @@ def test_reader_errors_come_out_as_json_too(tmp_path, capsys):
     got = capsys.readouterr()
     assert json.loads(got.out) == {"error": "not UTF-8 text", "file": str(bad), "line": 1}
     assert f"{bad}:1: not UTF-8 text" in got.err
+
+
+# -- aim run: --readouts, --reference, output paths, the schedule writer ----------------------
+
+
+def _data_trace(tmp_path, seed: int = 4):
+    """A random two-channel trace whose writes all carry data= (read-outs are non-zero)."""
+    import numpy as np
+    from patton.sim import trace
+    from patton.sim.random_programs import random_program
+
+    program = random_program(np.random.default_rng(seed), 40, channels=2, rows=3, data=True,
+                             broadcast=False)
+    path = tmp_path / "data.trace"
+    trace.write(path, program)
+    return path
+
+
+def test_aim_run_readouts_json_and_npy_equal_the_functional_model(tmp_path, capsys):
+    import numpy as np
+    from patton.sim import trace
+    from patton.sim.functional import FunctionalModel
+
+    path = _data_trace(tmp_path)
+    expected = FunctionalModel().run(trace.read(path))
+    assert expected and any(r.data.any() for r in expected)
+    out_json, out_npy = tmp_path / "r.json", tmp_path / "r.NPY"
+    assert main(["aim", "run", str(path), "--readouts", str(out_json)]) == 0
+    assert f"readouts   {len(expected)} written to {out_json}" in capsys.readouterr().out
+    got = json.loads(out_json.read_text())
+    assert got["trace"] == str(path) and got["source"] == "functional model"
+    assert [(r["index"], r["opcode"], r["channel"], r["data"]) for r in got["readouts"]] == \
+        [(r.index, r.opcode.value, r.channel, r.data.tolist()) for r in expected]
+    assert main(["aim", "run", str(path), "--readouts", str(out_npy), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["readouts"] == {"file": str(out_npy), "count": len(expected)}
+    array = np.load(out_npy, allow_pickle=False)
+    assert array["index"].tolist() == [r.index for r in expected]
+    assert array["channel"].tolist() == [r.channel for r in expected]
+    assert array["opcode"].tolist() == [r.opcode.value for r in expected]
+    assert np.array_equal(array["data"], np.stack([r.data for r in expected]))
+
+
+@pytest.mark.parametrize("name", ["r.txt", "r", "r.json.gz"])
+def test_aim_run_readouts_refuses_other_extensions_before_running(tmp_path, capsys, name,
+                                                                   traces_dir):
+    target = tmp_path / name
+    assert main(["aim", "run", str(traces_dir / "probe_misc.trace"), "--readouts",
+                 str(target)]) == 2
+    captured = capsys.readouterr()
+    assert "name a .json or .npy file" in captured.err and captured.out == ""
+    assert not target.exists()
+
+
+def test_aim_run_output_paths_are_checked_before_the_run(tmp_path, capsys, traces_dir):
+    probe = str(traces_dir / "probe_misc.trace")
+    for argv, what in ((["--schedule", str(tmp_path)], "cannot write schedule: Is a directory"),
+                       (["--schedule", str(tmp_path / "no" / "s.sched")], "no folder"),
+                       (["--readouts", str(tmp_path / "no" / "r.json")], "no folder")):
+        assert main(["aim", "run", probe, *argv]) == 2
+        captured = capsys.readouterr()
+        assert what in captured.err and captured.out == ""  # no results printed
+        assert main(["aim", "run", probe, *argv, "--json"]) == 2
+        assert what in json.loads(capsys.readouterr().out)["error"]
+    assert not (tmp_path / "no").exists()
+
+
+def test_aim_run_reference_equal(traces_dir, capsys):
+    ref = traces_dir / "reference.json"
+    assert main(["aim", "run", str(traces_dir / "probe_misc.trace"), "--reference",
+                 str(ref)]) == 0
+    assert "all equal" in capsys.readouterr().out
+    assert main(["aim", "run", str(traces_dir / "probe_misc.trace"), "--reference", str(ref),
+                 "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)["reference"]
+    assert got["found"] and got["differences"] == [] and got["key"] == "probe_misc"
+    assert got["fields"] == ["bank_state_cycles", "command_counts", "memory_system_cycles",
+                             "schedule"]
+
+
+def test_aim_run_reference_differences_exit_1(traces_dir, reference, tmp_path, capsys):
+    entry = json.loads(json.dumps(reference["probe_misc"]))
+    entry["memory_system_cycles"] += 3
+    entry["command_counts"]["0"]["ACT"] += 1
+    entry["schedule"][2][0] += 1
+    path = tmp_path / "ref.json"
+    path.write_text(json.dumps({"probe_misc": entry}))
+    trace_path = str(traces_dir / "probe_misc.trace")
+    assert main(["aim", "run", trace_path, "--reference", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "3 difference(s)" in out
+    assert "  cycles: reference 544, model 541" in out
+    assert "  command_counts[0][ACT]: reference 4, model 3" in out
+    assert main(["aim", "run", trace_path, "--reference", str(path), "--json"]) == 1
+    diffs = json.loads(capsys.readouterr().out)["reference"]["differences"]
+    assert diffs[0] == {"field": "cycles", "reference": 544, "model": 541}
+    assert {d["field"] for d in diffs} == {"cycles", "command_counts[0][ACT]", "schedule[2]"}
+
+
+def test_aim_run_reference_without_the_trace_and_bad_files(traces_dir, tmp_path, capsys):
+    trace_path = str(traces_dir / "probe_misc.trace")
+    other = tmp_path / "other.json"
+    other.write_text('{"probe_act": {"memory_system_cycles": 35}}')
+    assert main(["aim", "run", trace_path, "--reference", str(other)]) == 0
+    assert "has no entry 'probe_misc': nothing compared" in capsys.readouterr().out
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"probe_misc":\n  {"memory_system_cycles": 5,,}}\n')
+    assert main(["aim", "run", trace_path, "--reference", str(broken)]) == 2
+    assert f"{broken}:2: not JSON" in capsys.readouterr().err
+    odd = tmp_path / "odd.json"
+    odd.write_text('{"probe_misc": {"cycles": 5}}')
+    assert main(["aim", "run", trace_path, "--reference", str(odd)]) == 2
+    assert "fields ['cycles']" in capsys.readouterr().err
+
+
+def test_schedule_writer_round_trips_grouped_and_payload_runs(tmp_path):
+    import numpy as np
+    from patton.sim import schedule
+    from patton.sim.isa import Command
+    from patton.sim.schedule import TimedCommand
+
+    words = np.arange(16, dtype=np.uint16)
+    other = words[::-1].copy()
+    cmds = [TimedCommand(1, ch, Command.ACT16, -1, 3, -1, source=0) for ch in range(4)]
+    cmds += [TimedCommand(9, ch, Command.WRA16, -1, 3, 2, payload=words, mask=0x00FF,
+                          cfr=(1, 1, 0), source=1) for ch in (0, 1)]
+    cmds += [TimedCommand(9, 2, Command.WRA16, -1, 3, 2, payload=other, source=1),
+             TimedCommand(9, 3, Command.WRA16, -1, 3, 2, payload=words.copy(), source=1),
+             TimedCommand(12, 0, Command.TMOD), TimedCommand(12, 5, Command.TMOD)]
+    text = schedule.dumps(cmds)
+    assert text.splitlines()[:2] == ["1 0 ACT16 - 3 - src=0", "1 1 ACT16 - 3 - src=0"]
+    data = ":".join(f"{w:04x}" for w in range(16))
+    assert text.splitlines()[5] == f"9 1 WRA16 - 3 2 data={data} mask=0x00ff cfr=1,1,0 src=1"
+    assert text.splitlines()[-2:] == ["12 0 TMOD", "12 5 TMOD"]
+    assert [schedule.format_line(c) for c in cmds] == text.splitlines()
+    path = tmp_path / "s.sched"
+    schedule.write(path, cmds)
+    assert path.read_text() == text
+    back = schedule.read(path)
+    assert back == cmds
+
+
+def test_schedule_write_of_a_cycle_model_run_equals_line_by_line(traces_dir):
+    from patton.sim import schedule, trace
+    from patton.sim.cycle_model import CycleModel
+
+    result = CycleModel(record=True).run(trace.read(traces_dir / "all_isr.trace"))
+    lines = schedule.dumps(result.schedule).splitlines()
+    assert lines == [schedule.format_line(c) for c in result.schedule]
+    assert list(schedule.parse(lines)) == result.schedule
+
+
+# -- aim check: progress, and the per-channel verify it uses --------------------------------
+
+
+def test_aim_check_progress_gives_the_same_violations(tmp_path, capsys, monkeypatch):
+    import dataclasses
+
+    import numpy as np
+    from patton.sim import schedule
+    from patton.sim.check import verify
+    from patton.sim.cycle_model import CycleModel
+    from patton.sim.random_programs import random_program
+
+    from patton.cli import _verify
+
+    program = random_program(np.random.default_rng(5), 60, channels=3, rows=3,
+                             broadcast=False)
+    legal = CycleModel(record=True).run(program).schedule
+    # move every 7th command two cycles earlier: violations on several channels
+    mutated = [dataclasses.replace(c, cycle=max(c.cycle - 2, 0)) if i % 7 == 3 else c
+               for i, c in enumerate(legal)]
+    path = tmp_path / "m.sched"
+    schedule.write(path, sorted(mutated, key=lambda c: c.cycle))
+    commands = schedule.read(path)
+    expected = verify(commands)
+    assert len({v.channel for v in expected}) > 1
+    steps: list[int] = []
+    assert [str(v) for v in _verify(commands, "aimsim-0f28a07", steps.append)] == \
+        [str(v) for v in expected]
+    assert sum(steps) == len(commands) and len(steps) == 3
+    assert main(["aim", "check", str(path)]) == 1
+    plain = capsys.readouterr().out
+    assert main(["aim", "check", str(path), "--progress"]) == 1
+    assert capsys.readouterr().out == plain
+    calls: list[dict] = []
+    real = schedule.read
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs)
+        return real(*args, **kwargs)
+
+    import patton.cli
+
+    monkeypatch.setattr(patton.cli.schedule, "read", spy)
+    assert main(["aim", "check", str(path), "--progress"]) == 1
+    assert callable(calls[-1]["progress"])  # the reading bar is fed
+    capsys.readouterr()
+    monkeypatch.undo()
+    seen: list[tuple[int, int]] = []
+    schedule.read(path, progress=lambda done, total: seen.append((done, total)))
+    lines = len(path.read_text().splitlines())
+    assert seen and seen[-1] == (lines, lines)
+
+
+# -- every option of every subcommand has a help text ------------------------------------------
+
+
+def _parsers(parser, path=("patton",)):
+    import argparse
+
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _parsers(sub, path + (name,))
+
+
+def test_every_option_of_every_subcommand_has_help():
+    import argparse
+
+    from patton.cli import parser
+
+    missing = []
+    count = 0
+    for path, p in _parsers(parser()):
+        for action in p._actions:
+            if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
+                continue
+            count += 1
+            if not action.help or action.help == argparse.SUPPRESS:
+                missing.append(f"{' '.join(path)} {'/'.join(action.option_strings) or action.dest}")
+    assert count > 50 and missing == []
+
+
+@pytest.mark.parametrize("engine", [["--python"], ["--per-cycle"], ["--no-group"]])
+def test_aim_run_engines_report_the_same(engine, traces_dir, capsys):
+    """The Python reference model (per cycle or not) and the ungrouped kernel agree."""
+    path = str(traces_dir / "micro_wrbias_1024_16banks.trace")
+    assert main(["aim", "run", path, "--json"]) == 0
+    kernel = json.loads(capsys.readouterr().out)
+    assert main(["aim", "run", path, "--json", *engine]) == 0
+    other = json.loads(capsys.readouterr().out)
+    for key in ("cycles", "command_counts", "bank_state_cycles", "energy_nj"):
+        assert other[key] == kernel[key]
+
+
+def test_aim_run_kernel_failure_is_a_clear_error(traces_dir, capsys, monkeypatch):
+    from patton.sim import native
+
+    def broken():
+        raise native.KernelError("building the cycle kernel failed (cc ...): fatal: no disk")
+
+    monkeypatch.setattr(native, "library", broken)
+    path = str(traces_dir / "probe_gemv.trace")
+    assert main(["aim", "run", path, "--json"]) == 2
+    captured = capsys.readouterr()
+    assert "error: building the cycle kernel failed" in captured.err
+    assert json.loads(captured.out)["error"].endswith("fatal: no disk")
+    assert main(["aim", "run", path, "--python"]) == 0  # the Python model needs no kernel

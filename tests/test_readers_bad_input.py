@@ -68,6 +68,18 @@ SCHEDULES = {
 }
 
 
+#: ``patton aim run --reference`` files (``tests/data/bad/reference/``) -> (line, reason)
+REFERENCES = {
+    "not-json.json": (2, "not JSON: Expecting property name enclosed in double quotes"),
+    "not-an-object.json":
+        (None, "a reference is a JSON object keyed by trace name, each entry an object"),
+    "unknown-field.json":
+        (None, ("entry 'probe_misc': fields ['cycles']; known: memory_system_cycles, "
+                "command_counts, bank_state_cycles, schedule")),
+    "latin1.json": (None, "not UTF-8 text"),
+}
+
+
 def _expect(error: ReadError, path: Path, line: int | None, reason: str) -> None:
     where = f"{path}:{line}" if line is not None else str(path)
     assert str(error) == f"{where}: {reason}"
@@ -80,6 +92,22 @@ def _expect(error: ReadError, path: Path, line: int | None, reason: str) -> None
 def test_every_bad_file_is_listed():
     assert sorted(p.name for p in (BAD / "trace").iterdir()) == sorted(TRACES)
     assert sorted(p.name for p in (BAD / "schedule").iterdir()) == sorted(SCHEDULES)
+    assert sorted(p.name for p in (BAD / "reference").iterdir()) == sorted(REFERENCES)
+
+
+@pytest.mark.parametrize("name", sorted(REFERENCES))
+def test_bad_reference(name, capsys):
+    from patton.cli import ReferenceFileError, _reference, main
+
+    path = BAD / "reference" / name
+    with pytest.raises(ReferenceFileError) as err:
+        _reference(str(path), "tests/data/aim/probe_misc.trace")
+    _expect(err.value, path, *REFERENCES[name])
+    probe = str(Path(__file__).resolve().parent / "data" / "aim" / "probe_misc.trace")
+    assert main(["aim", "run", probe, "--reference", str(path), "--json"]) == 2
+    captured = capsys.readouterr()
+    assert json.loads(captured.out) == err.value.to_json()
+    assert captured.err == f"error: {err.value}\n"
 
 
 @pytest.mark.parametrize("name", sorted(TRACES))

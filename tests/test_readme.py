@@ -33,3 +33,82 @@ def test_example_runs_on_three_executors_with_equal_results():
     assert np.array_equal(o0, o1) and np.array_equal(o0, o2)  # SV outputs
     assert c0 is None and c1 == c2 > 0  # the RTL runs the cycle model's schedule
     assert s0.shape == (1, 41) and np.isfinite(o0).all()
+
+
+def _schedule_example() -> str:
+    found = re.search(r"<!-- example: schedule -->\n```\n(.*?)```", README.read_text(), re.S)
+    assert found, "the README lost its schedule example"
+    return found.group(1)
+
+
+def test_schedule_example_is_six_legal_lines(tmp_path, capsys):
+    from patton.sim import schedule
+    from patton.sim.check import verify
+    from patton.sim.isa import Command
+
+    from patton.cli import main
+
+    text = _schedule_example()
+    assert len(text.splitlines()) == 6
+    path = tmp_path / "example.schedule"
+    path.write_text(text)
+    cmds = schedule.read(path)
+    assert [(c.cycle, c.channel, c.command) for c in cmds] == [
+        (1, 0, Command.ACT), (37, 0, Command.WR), (70, 0, Command.RD), (72, 0, Command.RD),
+        (120, 0, Command.PRE), (121, 31, Command.TMOD)]
+    assert cmds[1].mask == 0x000F and cmds[1].payload[:4].tolist() == [0x3F80, 0x4000,
+                                                                        0x4040, 0x4080]
+    assert cmds[2].row == -1 and cmds[3].row == 8  # '-': the open row
+    assert main(["aim", "check", str(path)]) == 0
+    assert "6 commands, 0 violation(s)" in capsys.readouterr().out
+    # what the README says happens when the WR moves to cycle 5
+    moved = text.replace("37 0 WR", "5 0 WR")
+    found = verify(list(schedule.parse(moved.splitlines())))
+    assert "rule 90 nRCDWR (ACT -> WR): needs 28, got 4" in str(found[0])
+    assert "rule 90 nRCDWR (ACT -> WR): needs 28, got 4" in README.read_text()
+
+
+@pytest.mark.verilator
+def test_schedule_example_is_legal_on_the_rtl(tmp_path, capsys):
+    import json
+
+    from patton.cli import main
+
+    path = tmp_path / "example.schedule"
+    path.write_text(_schedule_example())
+    assert main(["rtl", "check", str(path), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["agree"] and report["reads"] == 2 and report["mismatches"] == 0
+
+
+def test_trace_example_reads_and_its_mask_bits_select_channels(tmp_path):
+    from patton.sim import trace
+    from patton.sim.functional import FunctionalModel
+    from patton.sim.isa import Opcode
+
+    found = re.search(r"#### Trace format.*?```\n(.*?)```", README.read_text(), re.S)
+    assert found, "the README lost its trace example"
+    path = tmp_path / "example.trace"
+    path.write_text(found.group(1))
+    program = list(trace.read(path))
+    assert [i.opcode for i in program] == [Opcode.WR_CFR, Opcode.WR_SBK, Opcode.RD_SBK,
+                                           Opcode.MAC_ABK, Opcode.RD_MAC, Opcode.EOC]
+    assert program[1].channels() == [0] and sorted(program[3].channels()) == [0, 1]
+    from patton.sim.isa import mask_channels
+
+    assert mask_channels(0x00000001) == [31]  # bit 31 - c selects channel c
+    readouts = FunctionalModel().run(program)
+    from patton.sim.datapath import from_bf16
+
+    assert from_bf16(readouts[0].data)[:4].tolist() == [1.0, 2.0, 3.0, 4.0]
+
+
+def test_readme_figures_of_the_rtl_replay_are_the_code_s():
+    from patton.sim.timing import TIMING
+    from patton.tb.player import DRAIN, DRAIN_MARGIN
+
+    text = " ".join(README.read_text().split())
+    assert (f"the RTL count runs {DRAIN} cycles (the longest read latency, "
+            f"{DRAIN - DRAIN_MARGIN}, plus {DRAIN_MARGIN})") in text
+    assert f"every timing window ({TIMING.quiet} cycles)" in text
+    assert "`verilator-cli`" in text

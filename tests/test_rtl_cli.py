@@ -152,9 +152,135 @@ def test_rows_too_small_is_a_clear_error(capsys, tmp_path):
     assert f"{path}:2:" in err and "row 100" in err and "--rows 128" in err
     sched = tmp_path / "far.schedule"
     sched.write_text("10 0 ACT 0 0 -\n80 0 ACT 1 70 -\n")
-    assert main(["rtl", "check", str(sched)]) == 2
+    assert main(["rtl", "check", str(sched), "--rows", "64"]) == 2
     err = capsys.readouterr().err
-    assert f"{sched}:2:" in err and "row 70" in err
+    assert f"{sched}:2:" in err and "row 70" in err and "--rows 128" in err
+
+
+def test_check_chooses_its_rows_from_the_schedule(capsys, tmp_path):
+    from patton.tb.player import SchedulePlayer
+
+    sched = tmp_path / "far.schedule"
+    sched.write_text("10 0 ACT 0 0 -\n80 0 ACT 1 70 -\n")
+    larger = [r for r in SchedulePlayer.built_rows() if r >= 128]
+    status, report = _json(capsys, ["rtl", "check", str(sched)])
+    assert status == 0 and report["ok"] and report["rows_chosen"]
+    assert report["rows"] == (larger[0] if larger else 128)  # a cached larger build, or 128
+    status, report = _json(capsys, ["rtl", "check", str(sched), "--rows", "1024"])
+    assert status == 0 and report["rows"] == 1024 and not report["rows_chosen"]
+
+
+GAP = """\
+1 0 ACT 2 8 -
+60 0 RD 2 - 3
+1000000000 0 PRE 2 - -
+1000000100 0 ACT 2 9 -
+1000000200 0 RD 2 9 1
+1000000202 0 RD 2 9 2
+"""
+
+
+def test_check_skips_a_billion_idle_cycles(capsys, tmp_path):
+    import time
+
+    from patton.tb.player import DRAIN
+
+    sched = tmp_path / "gap.schedule"
+    sched.write_text(GAP)
+    started = time.perf_counter()
+    status = main(["rtl", "check", str(sched), "--json"])
+    assert time.perf_counter() - started < 120  # 25 minutes when every cycle was simulated
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
+    assert status == 0 and report["ok"] and report["agree"], report
+    assert report["rtl_cycles"] == 1000000202 + DRAIN
+    assert report["idle_cycles_skipped"] > 999_999_000
+    assert report["reads"] == 3 and report["mismatches"] == 0  # values scored: no writes
+    assert "999,999,7" in captured.err and "idle cycles skipped" in captured.err  # progress
+    # the same gap, illegal after it: flagged at its own cycle by both checkers
+    sched.write_text(GAP.replace("1000000200 0 RD 2 9 1", "1000000101 0 RD 2 9 1"))
+    status, report = _json(capsys, ["rtl", "check", str(sched)])
+    assert status == 1 and report["agree"]
+    assert [(v["cycle"], v["rule_name"]) for v in report["rtl_list"]] == \
+        [(1000000101, "nRCDRD")]
+
+
+def test_check_a_column_command_without_a_row_means_the_open_row(capsys, tmp_path):
+    # The reader accepts RD/WR/MAC16 without a row (the open row is meant); the RTL's port
+    # always carries one, so the player sends the open row: both checkers find it legal.
+    sched = tmp_path / "rowless.schedule"
+    sched.write_text("1 0 ACT 2 8 -\n40 0 RD 2 - 3\n90 0 PREA\n130 0 ACT16 - 5 -\n"
+                     "190 0 MAC16 - - 1\n")
+    status, report = _json(capsys, ["rtl", "check", str(sched)])
+    assert status == 0 and report["ok"] and report["agree"], report
+    assert report["rtl_violations"] == report["model_violations"] == 0
+
+
+def test_check_lists_rtl_violations_as_objects(capsys, tmp_path):
+    sched = tmp_path / "early.schedule"
+    sched.write_text("1 0 ACT 2 8 -\n5 0 WR 2 8 0\n")
+    status, report = _json(capsys, ["rtl", "check", str(sched)])
+    assert status == 1 and report["agree"]
+    expected = [{"cycle": 5, "channel": 0, "command": "WR", "kind": "timing", "rule": 90,
+                 "rule_name": "nRCDWR", "commands": "ACT -> WR", "protocol": None}]
+    assert report["rtl_list"] == expected and report["channels"]["0"]["rtl_list"] == expected
+    assert main(["rtl", "check", str(sched)]) == 1
+    out = capsys.readouterr().out
+    assert "ch 0: cycle 5 WR: rule 90 nRCDWR (ACT -> WR)" in out
+    assert "cycles     schedule 6, RTL 65" in out
+
+
+def test_run_prints_both_cycle_counts_and_why_they_differ(capsys, traces_dir):
+    from patton.tb.player import DRAIN
+
+    assert main(["rtl", "run", str(traces_dir / "probe_gemv.trace")]) == 0
+    out = capsys.readouterr().out
+    assert "cycles     model 280, RTL 336" in out
+    assert (f"(the RTL count runs {DRAIN} cycles past the schedule's last command, at cycle "
+            "276: the drain of the last read's latency") in out
+
+
+@pytest.mark.parametrize("suffix", [".json", ".npy"])
+def test_run_readouts_are_the_rtl_values(capsys, tmp_path, suffix):
+    from patton.sim.functional import FunctionalModel
+    from patton.tb.prepare import fill_payloads
+
+    program = random_program(np.random.default_rng(4), 40, channels=2, rows=3,
+                             kinds=tuple(k for k in KINDS if k not in ("ewmul", "af", "rd_af")),
+                             broadcast=False)
+    path = tmp_path / "values.trace"
+    trace.write(path, program)
+    filled = list(trace.read(path))
+    fill_payloads(filled, 9)
+    expected = FunctionalModel().run(filled)
+    assert expected and any(r.data.any() for r in expected)
+    out = tmp_path / f"r{suffix}"
+    status, report = _json(capsys, ["rtl", "run", str(path), "--seed", "9",
+                                    "--readouts", str(out)])
+    assert status == 0 and report["readouts"] == {"file": str(out), "count": len(expected)}
+    if suffix == ".json":
+        got = json.loads(out.read_text())
+        assert got["source"] == "rtl"
+        rows = [(r["index"], r["opcode"], r["channel"], r["data"]) for r in got["readouts"]]
+    else:
+        a = np.load(out, allow_pickle=False)
+        rows = [(int(i), str(o), int(c), d.tolist()) for i, o, c, d in
+                zip(a["index"], a["opcode"], a["channel"], a["data"], strict=True)]
+    assert rows == [(r.index, r.opcode.value, r.channel, r.data.tolist()) for r in expected]
+
+
+def test_rtl_output_stays_out_of_the_terminal(tmp_path):
+    import subprocess
+    import sys
+
+    sched = tmp_path / "s.schedule"
+    sched.write_text("1 0 ACT 2 8 -\n40 0 RD 2 8 3\n")
+    done = subprocess.run([sys.executable, "-m", "patton.cli", "rtl", "check", str(sched)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    for noise in ("make", "Verilator", "cocotb", "COCOTB"):
+        assert noise not in done.stdout and noise not in done.stderr
+    assert "result     legal" in done.stdout
 
 
 def test_bad_schedule_line_is_reported_with_its_line(capsys, tmp_path):

@@ -39,8 +39,52 @@ def test_scenario_text_mha_and_trace_replays(capsys, tmp_path) -> None:
     status, out = _run(["runtime", "scenario", "--model", "opt-6.7b", "--requests", "1",
                         "--steps", "3", "--trace", str(out_trace)], capsys)
     assert status == 0
-    assert "max_abs_err_qk" in out and "value_write_cycles" in out and "ch_per_head" in out
+    assert "{" not in out  # a labelled table, not Python dicts
+    assert out.startswith("scenario   opt-6.7b, 1 request(s), 3 decode step(s), seed 0")
+    assert "PATTON (Commit Zone)" in out and "no CZ, WR_ABK" in out
+    assert "no CZ, W MEM" not in out and "--mem-baseline adds per-bank W MEM" in out
+    assert f"trace      {out_trace}" in out
     program = trace.read(out_trace)  # validated against the device
     assert program[-1].opcode is Opcode.EOC and len(program) > 100
     readouts = FunctionalModel().run(program)
     assert readouts and all(r.opcode is Opcode.RD_MAC for r in readouts)
+
+
+def test_scenario_table_names_both_baselines(capsys) -> None:
+    status, out = _run(["runtime", "scenario", "--requests", "1", "--steps", "3",
+                        "--mem-baseline"], capsys)
+    assert status == 0
+    lines = out.splitlines()
+    header = next(line for line in lines if line.startswith("Value writes"))
+    assert header.split("  ")[0] == "Value writes"
+    assert [h.strip() for h in header[20:].split("  ") if h.strip()] == \
+        ["PATTON (Commit Zone)", "no CZ, WR_ABK", "no CZ, W MEM"]
+    row = next(line for line in lines if line.startswith("row activations")).split()
+    assert len(row) == 5 and all(x.replace(",", "").isdigit() for x in row[2:])
+    status, out = _run(["runtime", "scenario", "--requests", "1", "--steps", "3",
+                        "--mem-baseline", "--json"], capsys)
+    report = json.loads(out)
+    assert report["baselines"] == {"cz": "PATTON (Commit Zone)", "no_cz": "no CZ, WR_ABK",
+                                   "no_cz_mem": "no CZ, W MEM"}
+    assert [int(x.replace(",", "")) for x in row[2:]] == \
+        [report["value_write_row_activations"][k] for k in ("cz", "no_cz", "no_cz_mem")]
+
+
+def test_scenario_progress_bar_wraps_the_events(capsys) -> None:
+    from patton.runtime.cli import _events
+
+    log = [("x",), ("y",)]
+    assert _events(log, "PATTON", False) is log
+    bar = _events(log, "PATTON", True)
+    assert list(bar) == log and bar.total == 2 and bar.delay == 2.0
+    status, out = _run(["runtime", "scenario", "--requests", "1", "--steps", "2",
+                        "--progress", "--json"], capsys)
+    assert status == 0 and json.loads(out)["ok"]
+
+
+def test_scenario_trace_path_is_checked_first(capsys, tmp_path) -> None:
+    from patton.cli import main
+
+    assert main(["runtime", "scenario", "--trace", str(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    assert "cannot write trace: Is a directory" in captured.err and captured.out == ""

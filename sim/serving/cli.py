@@ -150,24 +150,31 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     sv = subparsers.add_parser("serve", help="serve a conversation file (hit rates)",
                                description="Serve a conversation file with the client model "
                                            "through an engine with a KV-cache runtime.")
-    sv.add_argument("--conversations", required=True, metavar="FILE.jsonl")
+    sv.add_argument("--conversations", required=True, metavar="FILE.jsonl",
+                    help="conversation file (JSONL of token ids, `patton workload sharegpt` "
+                         "writes one; docs/serving.md)")
     sv.add_argument("--engine", choices=("embedded", "vllm"), default="embedded",
                     help="the embedded vLLM-equivalent engine (default) or real vLLM 0.33 "
                          "(its venv's python)")
     sv.add_argument("--runtime", choices=VARIANTS, default="gpu",
                     help="KV-cache runtime (default gpu: vLLM's own cache)")
-    sv.add_argument("--model", choices=sorted(MODELS), default="llama3-8b")
+    sv.add_argument("--model", choices=sorted(MODELS), default="llama3-8b",
+                    help="model whose KV geometry the runtime lays out (default llama3-8b)")
     sv.add_argument("--clients", type=int, default=32, metavar="C", help="(default 32)")
     sv.add_argument("--pool", type=int, default=64, metavar="P",
                     help="live conversations, a multiple of C (default 64)")
     sv.add_argument("--num-blocks", type=int, default=None, metavar="N",
                     help="KV memory in blocks, null block included (default: the 16 GiB AiM "
                          "device: 8192 for llama3-8b)")
-    sv.add_argument("--block-size", type=int, default=16)
+    sv.add_argument("--block-size", type=int, default=16,
+                    help="tokens per KV block (default 16, vLLM's)")
     sv.add_argument("--max-num-seqs", type=int, default=None, metavar="S",
                     help="running requests at most (default: C)")
-    sv.add_argument("--max-batched-tokens", type=int, default=2048, metavar="B")
-    sv.add_argument("--max-model-len", type=int, default=8192, metavar="L")
+    sv.add_argument("--max-batched-tokens", type=int, default=2048, metavar="B",
+                    help="tokens scheduled per step at most (vLLM's max_num_batched_tokens; "
+                         "default 2048)")
+    sv.add_argument("--max-model-len", type=int, default=8192, metavar="L",
+                    help="longest request in tokens (vLLM's max_model_len; default 8192)")
     sv.add_argument("--steps", type=int, default=None, metavar="N",
                     help="stop after N scheduler steps (default: until the file is served)")
     sv.add_argument("--json", action="store_true", help="print one JSON object")
