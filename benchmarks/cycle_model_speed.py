@@ -1,7 +1,7 @@
 """Cycle-model speed: the compiled kernel, the Python model and, if given, the public simulator.
 
 Usage:
-    python benchmarks/cycle_model_speed.py [--repeat N] [--quick]
+    python benchmarks/cycle_model_speed.py [--repeat N] [--quick] [--tables LIST]
         [--reference-binary PATH --reference-config FILE]
 
 Four tables, every run checked for equal results before it is timed:
@@ -13,8 +13,9 @@ Four tables, every run checked for equal results before it is timed:
    alike (what serving produces: dynamic batches, per-channel placements).
 3. One Llama-3-8B decode step of one layer, 32 requests x 2,048 tokens, PATTON's programs
    (token writes, QK^T, SV; 32 channels busy), as ``runtime_decode_step.py`` builds them.
-4. Cost reuse (:class:`patton.sim.cost_cache.CostCache`) over decode steps of Llama-3-8B with
-   ``--layers`` layers: full simulation of every program against the cache, equal costs.
+4. Cost reuse (:class:`patton.sim.cost_cache.CostCache`) over ``--steps`` decode steps of
+   Llama-3-8B with ``--layers`` layers: full simulation of every program against the cache
+   (equal costs required), by kind of program.
 
 Times are the best of ``--repeat`` runs, in process (programs read beforehand); the Python
 model's are one run (it is slow), on the first 8,192 instructions with ``--quick``. With
@@ -171,27 +172,38 @@ def decode_step_table(args: argparse.Namespace) -> None:
 
 def cost_table(args: argparse.Namespace) -> None:
     print(f"\nCost reuse: Llama-3-8B, {args.layers} layers, {args.requests} requests x "
-          f"{args.cost_tokens} tokens, {args.steps} decode steps (token writes, then QK^T and SV "
-          "per layer)")
+          f"{args.cost_tokens} tokens, {args.steps} decode steps: token writes (all layers, one "
+          "program), then QK^T and SV per layer")
     rt, next_id = prefilled(args.requests, args.cost_tokens, layers=args.layers)
-    steps = list(decode_steps(rt, args.steps, next_id))
     model, cache = CycleModel(), CostCache()
     full_state = cached_state = DeviceState.reset()
-    full = cached = 0.0
-    for step in steps:
-        for program in step:
+    seconds = {kind: {"full": 0.0, "cache": 0.0, "programs": 0, "hits": 0}
+               for kind in ("token writes", "QK^T and SV")}
+    for step in decode_steps(rt, args.steps, next_id):
+        for index, program in enumerate(step):
+            row = seconds["token writes" if index == 0 else "QK^T and SV"]
             start = time.perf_counter()
             a = model.run(program, full_state)
-            full += time.perf_counter() - start
+            row["full"] += time.perf_counter() - start
+            hits = cache.hits
             start = time.perf_counter()
             b = cache.run(program, cached_state)
-            cached += time.perf_counter() - start
+            row["cache"] += time.perf_counter() - start
+            row["programs"] += 1
+            row["hits"] += cache.hits - hits
             assert (a.cycles, a.command_counts, a.bank_state_cycles, a.state) == \
                 (b.cycles, b.command_counts, b.bank_state_cycles, b.state)
             full_state, cached_state = a.state, b.state
-    programs = sum(len(s) for s in steps)
-    print(f"programs {programs}, hits {cache.hits}, misses {cache.misses}: full simulation "
-          f"{full:.2f} s, with the cache {cached:.2f} s ({full / cached:.1f}x), equal costs")
+    print(f"{'programs':14s} {'count':>6s} {'reused':>6s} {'full s':>8s} {'cached s':>9s} "
+          f"{'full/cached':>11s}")
+    total = {"full": 0.0, "cache": 0.0}
+    for kind, row in seconds.items():
+        total["full"] += row["full"]
+        total["cache"] += row["cache"]
+        print(f"{kind:14s} {row['programs']:6d} {row['hits']:6d} {row['full']:8.2f} "
+              f"{row['cache']:9.2f} {row['full'] / row['cache']:11.1f}")
+    print(f"{'all':14s} {cache.hits + cache.misses:6d} {cache.hits:6d} {total['full']:8.2f} "
+          f"{total['cache']:9.2f} {total['full'] / total['cache']:11.1f}   (equal costs)")
 
 
 def main() -> None:
@@ -202,8 +214,11 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=32, help="decode step: requests")
     ap.add_argument("--tokens", type=int, default=2048, help="decode step: tokens each")
     ap.add_argument("--layers", type=int, default=32, help="cost reuse: model layers")
-    ap.add_argument("--steps", type=int, default=8, help="cost reuse: decode steps")
-    ap.add_argument("--cost-tokens", type=int, default=256, help="cost reuse: tokens each")
+    ap.add_argument("--steps", type=int, default=4, help="cost reuse: decode steps")
+    ap.add_argument("--cost-tokens", type=int, default=2047,
+                    help="cost reuse: tokens each request holds before the first step")
+    ap.add_argument("--tables", default="traces,per-channel,decode,cost",
+                    help="comma-separated tables to run (default all four)")
     ap.add_argument("--reference-binary", metavar="PATH",
                     help="the public AiM simulator's binary, timed on the same traces")
     ap.add_argument("--reference-config", metavar="FILE",
@@ -213,22 +228,30 @@ def main() -> None:
         ap.error("--reference-binary and --reference-config go together")
     reference = Reference(args.reference_binary, args.reference_config) \
         if args.reference_binary else None
+    tables = set(args.tables.split(","))
+    unknown = tables - {"traces", "per-channel", "decode", "cost"}
+    if unknown:
+        ap.error(f"unknown tables {sorted(unknown)} (traces, per-channel, decode, cost)")
     expected = {k: v["memory_system_cycles"]
                 for k, v in json.loads((TRACES / "reference.json").read_text()).items()}
     public = {p.stem: (p, trace.read(p).to_instructions())
               for p in sorted(TRACES.glob("micro_*.trace"))}
-    traces_table("Public micro traces (multicast)", public, expected, args, reference)
-    with tempfile.TemporaryDirectory() as tmp:
-        split = {}
-        for name in SPLIT:
-            program = per_channel(public[name][1])
-            path = Path(tmp) / f"{name}_per_channel.trace"
-            trace.write(path, program)
-            split[f"{name} per channel"] = (path, program)
-        traces_table("The same work, one instruction per channel (rows differ per channel)",
-                     split, {}, args, reference)
-    decode_step_table(args)
-    cost_table(args)
+    if "traces" in tables:
+        traces_table("Public micro traces (multicast)", public, expected, args, reference)
+    if "per-channel" in tables:
+        with tempfile.TemporaryDirectory() as tmp:
+            split = {}
+            for name in SPLIT:
+                program = per_channel(public[name][1])
+                path = Path(tmp) / f"{name}_per_channel.trace"
+                trace.write(path, program)
+                split[f"{name} per channel"] = (path, program)
+            traces_table("The same work, one instruction per channel (rows differ per channel)",
+                         split, {}, args, reference)
+    if "decode" in tables:
+        decode_step_table(args)
+    if "cost" in tables:
+        cost_table(args)
 
 
 if __name__ == "__main__":

@@ -86,7 +86,10 @@ class CostCache:
         cost = self._costs.get(key)
         if cost is None:
             self.misses += 1
-            result = self.model.run(columnar, state)
+            if self.model.native:
+                result = self.model.run_decoded(columnar, decoded, state)
+            else:
+                result = self.model.run(columnar, state)
             self._store(key, result, rows)
             return result
         self.hits += 1

@@ -138,13 +138,8 @@ class CycleModel:
         """
         columnar = program if isinstance(program, Program) else None
         listed = None if columnar is not None else list(program)
-        ops = (np.asarray(columnar.op) if columnar is not None else
-               np.array([OP_ID[ins.opcode] for ins in listed], dtype=np.int64))
-        eoc = ops == OP_ID[Opcode.EOC]
-        if not len(ops) or not eoc[-1]:
-            raise ValueError("a program must end with AiM EOC")
-        if eoc[:-1].any():
-            raise ValueError("AiM EOC may appear only at the end of a program")
+        _check_closed(np.asarray(columnar.op) if columnar is not None else
+                      np.array([OP_ID[ins.opcode] for ins in listed], dtype=np.int64))
         state = DeviceState.reset(self.device) if state is None else state
         if len(state.open_rows) != self.device.channels or \
                 len(state.reg_mode) != self.device.channels:
@@ -156,10 +151,27 @@ class CycleModel:
         return _Run(self, listed if listed is not None else columnar.to_instructions(),
                     state).result()
 
+    def run_decoded(self, program: Program, decoded: native.Decoded,
+                    state: DeviceState) -> RunResult:
+        """Like :meth:`run` on the kernel, for a caller that decoded ``program`` already (with
+        ``state``'s CFRs and this device's channels): :class:`patton.sim.cost_cache.CostCache`.
+        """
+        _check_closed(np.asarray(program.op))
+        return _native(self, program, None, state, decoded)
+
 
 def run(program: Iterable[Instruction], **options) -> RunResult:
     """Simulate ``program`` with a default :class:`CycleModel` (see its options)."""
     return CycleModel(**options).run(program)
+
+
+def _check_closed(ops: np.ndarray) -> None:
+    """Refuse a program (its op ids) that does not end with its one EOC."""
+    eoc = ops == OP_ID[Opcode.EOC]
+    if not len(ops) or not eoc[-1]:
+        raise ValueError("a program must end with AiM EOC")
+    if eoc[:-1].any():
+        raise ValueError("AiM EOC may appear only at the end of a program")
 
 
 def _starts(state: DeviceState) -> list[tuple[tuple[int, ...], bool]]:
@@ -431,7 +443,7 @@ class _Served:
 
 
 def _native(model: CycleModel, program: Program, listed: list[Instruction] | None,
-            state: DeviceState) -> RunResult:
+            state: DeviceState, decoded: native.Decoded | None = None) -> RunResult:
     """Run ``program`` on the compiled kernel and build the Python model's result from it.
 
     ``listed`` is the program as instructions if it came so (the schedule's entries refer to
@@ -450,7 +462,8 @@ def _native(model: CycleModel, program: Program, listed: list[Instruction] | Non
                 next_report[0] = time.perf_counter() + 1.0
 
     starts = _starts(state)
-    decoded = native.Decoded(program, {c: state.cfr[c] for c in Cfr}, dev.channels)
+    if decoded is None:
+        decoded = native.Decoded(program, {c: state.cfr[c] for c in Cfr}, dev.channels)
     out = native.run(decoded, dev, model.timing, _groups(starts, model.group),
                      state.open_rows, state.reg_mode, record=model.record, drain=model.drain,
                      progress=report)
