@@ -18,10 +18,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from patton.sim import native
+
 __all__ = ["verilator_root", "environment", "build_dir", "build_dir_path", "quiet", "BUILD_ROOT"]
 
-#: Git-ignored folder for generated Verilog, Verilator builds and waveforms.
-BUILD_ROOT = Path(os.environ.get("PATTON_BUILD", Path(__file__).resolve().parents[1] / "build"))
+#: Git-ignored folder for generated Verilog, Verilator builds and waveforms (and the cycle
+#: kernel): defined once, in :mod:`patton.sim.native`.
+BUILD_ROOT = native.BUILD_ROOT
 
 
 def verilator_root() -> Path:
