@@ -70,6 +70,9 @@ class TimingChecker(wiring.Component):
         Combinational: the lowest id among the broken rules.
     rules : Out
         Combinational: bit ``i`` set when rule ``i`` is broken.
+
+    The registers that hold the time are :attr:`ages` (made when the checker is built, so
+    that a formal harness can state an invariant over them; ``hw/formal/timing.py``).
     """
 
     def __init__(self, params: ChannelParams, timing: Timing = DEFAULT_PROFILE) -> None:
@@ -85,6 +88,16 @@ class TimingChecker(wiring.Component):
         self._params = params
         self._timing = timing
         self._checks = checked_rules(timing)
+        gaps = [gap for table in self._checks.values() for checks in table.values()
+                for _, _, gap in checks]
+        self._saturate = saturate = max(gaps, default=1)
+        nodes = {Scope.CHANNEL: 1, Scope.BANKGROUP: params.bankgroups, Scope.BANK: params.banks}
+        self._ages = {
+            (level, n, prev): Signal(range(saturate + 1), init=saturate,
+                                     name=f"age_{level.name.lower()}{n}_{prev.name}")
+            for level, table in self._checks.items()
+            for prev in sorted({prev for checks in table.values() for _, prev, _ in checks})
+            for n in range(nodes[level])}
         super().__init__({
             "valid": In(1), "command": In(Opcode), "bank": In(BANK_BITS),
             "violated": Out(1), "rule": Out(RULE_BITS), "rules": Out(RULES),
@@ -105,12 +118,22 @@ class TimingChecker(wiring.Component):
         """The checks made, as :func:`checked_rules` returns them."""
         return self._checks
 
+    @property
+    def saturate(self) -> int:
+        """The value every age register starts at and stops at: the largest gap checked."""
+        return self._saturate
+
+    @property
+    def ages(self) -> dict[tuple[Scope, int, Command], Signal]:
+        """The age registers by (level, node, preceding command): cycles since the last issue
+        of that command at that node, saturating at :attr:`saturate` (which also means never
+        issued). Node ``n`` is the channel (0), bank group ``n`` or bank ``n``."""
+        return dict(self._ages)
+
     def elaborate(self, platform):
         m = Module()
         p = self._params
-        gaps = [gap for table in self._checks.values() for checks in table.values()
-                for _, _, gap in checks]
-        saturate = max(gaps, default=1)
+        saturate = self._saturate
         nodes = {Scope.CHANNEL: 1, Scope.BANKGROUP: p.bankgroups, Scope.BANK: p.banks}
         in_range = Signal()
         m.d.comb += in_range.eq(self.bank < p.banks)
@@ -124,9 +147,7 @@ class TimingChecker(wiring.Component):
         ages: dict[tuple[Scope, Command], Array] = {}
         for level, table in self._checks.items():
             for prev in sorted({prev for checks in table.values() for _, prev, _ in checks}):
-                regs = [Signal(range(saturate + 1), init=saturate,
-                               name=f"age_{level.name.lower()}{n}_{prev.name}")
-                        for n in range(nodes[level])]
+                regs = [self._ages[level, n, prev] for n in range(nodes[level])]
                 for n, reg in enumerate(regs):
                     hit = issued[prev]
                     if level != Scope.CHANNEL:

@@ -82,6 +82,7 @@ def test_rows_the_rtl_does_not_execute_do_not_open():
 
 
 def test_rows_are_chosen_from_the_schedule(monkeypatch):
+    monkeypatch.setattr(tb_cli, "_PLAYERS", {})  # players other tests started in this process
     monkeypatch.setattr(SchedulePlayer, "built_rows", classmethod(lambda cls, waves=None: []))
     assert tb_cli.choose_rows(-1) == 64 and tb_cli.choose_rows(63) == 64
     assert tb_cli.choose_rows(64) == 128 and tb_cli.choose_rows(1000) == 1024

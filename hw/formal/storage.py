@@ -1,0 +1,198 @@
+"""Formal harnesses: a write then a read of the same address returns the written word.
+
+Two storage blocks of the channel, each driven by free inputs on every port in every cycle:
+
+:class:`GlobalBufferProperty`
+    :class:`~patton.hw.global_buffer.GlobalBuffer`: lane-masked writes to any column, a read of
+    any column.
+:class:`RowBufferProperty`
+    :class:`~patton.hw.bank.Bank` (open-row register plus its mat, the Amaranth stand-in): ACT,
+    PRE, lane-masked writes to any (row, column), a read of any column of the open row, which
+    is the row buffer (``docs/hw.md`` decision 3).
+
+A watched address is chosen freely once (``AnyConst``); a shadow word follows every write to it
+lane by lane (``mask`` bit ``i`` replaces lane ``i``), starting at zero as the memory does.
+Asserted in every cycle: a read of the watched address returns the shadow word in the next
+cycle, including a write to it at the same clock edge (write-first). So the last word written
+is read back, lane by lane, whatever was written elsewhere in between; and a never-written
+word reads as zero. The row-buffer harness also asserts the open-row register: after ACT the
+bank is open on ``act_row``, after PRE alone it is closed, otherwise it keeps its state.
+"""
+
+from __future__ import annotations
+
+from amaranth.asserts import AnyConst, AnySeq
+from amaranth.hdl import Assert, Assume, Cat, Elaboratable, Module, ResetSignal, Signal
+from patton.hw.bank import Bank
+from patton.hw.global_buffer import GlobalBuffer
+from patton.hw.mat import Mat
+from patton.hw.params import ChannelParams
+
+__all__ = ["GlobalBufferProperty", "MatProperty", "RowBufferProperty"]
+
+
+def _free(m: Module, dut, names) -> None:
+    for name in names:
+        port = getattr(dut, name)
+        m.d.comb += port.eq(AnySeq(len(port)))
+
+
+def _reads(reads: str) -> str:
+    if reads not in ("any", "watched"):
+        raise ValueError(f"reads must be 'any' or 'watched', not {reads!r}")
+    return reads
+
+
+def _watched(m: Module, p: ChannelParams) -> tuple[Signal, Signal]:
+    """Return a watched (row, column) of a mat, chosen freely once."""
+    row, col = Signal(p.row_bits, name="watched_row"), Signal(p.col_bits, name="watched_col")
+    m.d.comb += [row.eq(AnyConst(p.row_bits)), col.eq(AnyConst(p.col_bits)),
+                 Assume(row < p.rows)]
+    return row, col
+
+
+def _shadow(m: Module, p: ChannelParams, hit, dut) -> Signal:
+    """Return the watched word as the writes so far make it (zero at start, as the memory)."""
+    shadow = Signal(p.width, name="shadow")
+    with m.If(hit):
+        m.d.sync += shadow.eq(_merge(shadow, dut.wr_data, dut.wr_mask, p.lanes))
+    return shadow
+
+
+def _merge(old, data, mask, lanes: int):
+    """Return ``old`` with the lanes ``mask`` enables replaced by ``data``'s."""
+    bits = Cat(*(mask[i].replicate(16) for i in range(lanes)))
+    return (bits & data) | (~bits & old)
+
+
+class GlobalBufferProperty(Elaboratable):
+    """Write-then-read of the global buffer.
+
+    Parameters
+    ----------
+    params : ChannelParams
+        Organisation (``gb_columns``, ``lanes``).
+
+    Members
+    -------
+    buffer : GlobalBuffer
+        The design under test.
+    """
+
+    def __init__(self, params: ChannelParams, *, reads: str = "any") -> None:
+        if not isinstance(params, ChannelParams):
+            raise TypeError(f"params must be a ChannelParams, not {params!r}")
+        self._params = params
+        self._reads = _reads(reads)
+        self.buffer = GlobalBuffer(params)
+
+    def elaborate(self, platform):
+        m = Module()
+        p = self._params
+        m.submodules.buffer = dut = self.buffer
+        m.d.comb += Assume(~ResetSignal())
+        _free(m, dut, ("rd_col", "wr_en", "wr_col", "wr_data", "wr_mask"))
+
+        watched = Signal(p.gb_col_bits)
+        m.d.comb += watched.eq(AnyConst(p.gb_col_bits))
+        if self._reads == "watched":
+            m.d.comb += Assume(dut.rd_col == watched)
+        shadow = _shadow(m, p, dut.wr_en & (dut.wr_col == watched), dut)
+        was_read = Signal()
+        m.d.sync += was_read.eq(dut.rd_col == watched)
+        m.d.comb += Assert(~was_read | (dut.rd_data == shadow),
+                           "a read returns the last word written to the column")
+        return m
+
+
+class MatProperty(Elaboratable):
+    """Write-then-read of one DRAM mat (the Amaranth stand-in).
+
+    Parameters
+    ----------
+    params : ChannelParams
+        Organisation (``rows``, ``columns``, ``lanes``).
+    reads : str
+        ``"any"``: the read address is free; ``"watched"``: the mat reads the watched word in
+        every cycle.
+
+    Members
+    -------
+    mat : Mat
+        The design under test.
+    """
+
+    def __init__(self, params: ChannelParams, *, reads: str = "any") -> None:
+        if not isinstance(params, ChannelParams):
+            raise TypeError(f"params must be a ChannelParams, not {params!r}")
+        self._params = params
+        self._reads = _reads(reads)
+        self.mat = Mat(params, blackbox=False)
+
+    def elaborate(self, platform):
+        m = Module()
+        p = self._params
+        m.submodules.mat = dut = self.mat
+        m.d.comb += Assume(~ResetSignal())
+        _free(m, dut, ("rd_row", "rd_col", "wr_en", "wr_row", "wr_col", "wr_data", "wr_mask"))
+        m.d.comb += Assume((dut.rd_row < p.rows) & (dut.wr_row < p.rows))
+        row, col = _watched(m, p)
+        if self._reads == "watched":
+            m.d.comb += Assume((dut.rd_row == row) & (dut.rd_col == col))
+        shadow = _shadow(m, p, dut.wr_en & (dut.wr_row == row) & (dut.wr_col == col), dut)
+        was_read = Signal()
+        m.d.sync += was_read.eq((dut.rd_row == row) & (dut.rd_col == col))
+        m.d.comb += Assert(~was_read | (dut.rd_data == shadow),
+                           "a read returns the last word written to the address")
+        return m
+
+
+class RowBufferProperty(Elaboratable):
+    """Write-then-read of one bank through its open row, and the open-row register.
+
+    Parameters
+    ----------
+    params : ChannelParams
+        Organisation (``rows``, ``columns``, ``lanes``).
+
+    Members
+    -------
+    bank : Bank
+        The design under test (its mat the Amaranth stand-in).
+    """
+
+    def __init__(self, params: ChannelParams) -> None:
+        if not isinstance(params, ChannelParams):
+            raise TypeError(f"params must be a ChannelParams, not {params!r}")
+        self._params = params
+        self.bank = Bank(params, blackbox=False)
+
+    def elaborate(self, platform):
+        m = Module()
+        p = self._params
+        m.submodules.bank = dut = self.bank
+        m.d.comb += Assume(~ResetSignal())
+        _free(m, dut, ("act", "act_row", "pre", "rd_col", "wr_en", "wr_row", "wr_col",
+                       "wr_data", "wr_mask"))
+        # Addresses the mat has (the channel's decoder refuses the others).
+        m.d.comb += Assume((dut.act_row < p.rows) & (dut.wr_row < p.rows))
+
+        row, col = _watched(m, p)
+        shadow = _shadow(m, p, dut.wr_en & (dut.wr_row == row) & (dut.wr_col == col), dut)
+        was_read = Signal()
+        m.d.sync += was_read.eq((dut.row == row) & (dut.rd_col == col))
+        m.d.comb += Assert(~was_read | (dut.rd_data == shadow),
+                           "a read of the open row returns the last word written there")
+
+        # The open-row register.
+        was_act, was_pre, act_row = Signal(), Signal(), Signal(p.row_bits)
+        was_open, was_row = Signal(), Signal(p.row_bits)
+        m.d.sync += [was_act.eq(dut.act), was_pre.eq(dut.pre), act_row.eq(dut.act_row),
+                     was_open.eq(dut.open), was_row.eq(dut.row)]
+        m.d.comb += [
+            Assert(~was_act | (dut.open & (dut.row == act_row)), "ACT opens act_row"),
+            Assert(was_act | ~was_pre | ~dut.open, "PRE closes the bank"),
+            Assert(was_act | was_pre | ((dut.open == was_open) & (dut.row == was_row)),
+                   "without ACT or PRE the bank keeps its row state"),
+        ]
+        return m
