@@ -94,12 +94,12 @@ class Decoder(wiring.Component):
         conflict = Signal()  # some bank open on a row other than cmd.row
         m.d.comb += [
             same_row.eq(self.open.all()
-                        & _all(self.rows[b] == cmd.row for b in banks)),
-            conflict.eq(_any(self.open[b] & (self.rows[b] != cmd.row) for b in banks)),
+                        & all_of(self.rows[b] == cmd.row for b in banks)),
+            conflict.eq(any_of(self.open[b] & (self.rows[b] != cmd.row) for b in banks)),
         ]
         all_same = Signal()  # every bank open on one row (whichever)
         m.d.comb += all_same.eq(self.open.all()
-                                & _all(self.rows[b] == self.rows[0] for b in banks))
+                                & all_of(self.rows[b] == self.rows[0] for b in banks))
 
         gb_cols = min(p.columns, p.gb_columns)
         bad_range = Signal()
@@ -142,14 +142,16 @@ class Decoder(wiring.Component):
         return m
 
 
-def _all(values) -> object:
+def all_of(values) -> object:
+    """The AND of Amaranth values (1 for none), for decoders and their proofs."""
     result = 1
     for v in values:
         result = result & v
     return result
 
 
-def _any(values) -> object:
+def any_of(values) -> object:
+    """The OR of Amaranth values (0 for none)."""
     result = 0
     for v in values:
         result = result | v

@@ -395,33 +395,37 @@ def _schedule(controllers: list[ChannelController]) -> list[TimedCommand]:
 
     A channel belongs to one controller, which issues at most one command per cycle, so the
     order is total. Issues are ordered, not commands (a group of 32 channels has 32 commands
-    per issue); the cyclic garbage collector is paused meanwhile, as the millions of new
-    commands would otherwise make it rescan them over and over.
+    per issue).
+    """
+    groups = [sorted(ctl.members) for ctl in controllers]
+    issues = sorted(((issue, groups[i]) for i, ctl in enumerate(controllers)
+                     for issue in ctl.log), key=lambda pair: pair[0].cycle)
+    return _entries(issues)
+
+
+def _entries(issues: list[tuple[Issue, list[int]]]) -> list[TimedCommand]:
+    """Schedule entries of ``issues`` (each with its channels, in cycle order), one per
+    channel, in (cycle, channel) order: issues of one cycle are interleaved by channel.
+
+    The cyclic garbage collector is paused meanwhile, as the millions of new entries would
+    otherwise make it rescan them over and over.
     """
     each, of = TimedCommand.each, TimedCommand.of
     out: list[TimedCommand] = []
     enabled = gc.isenabled()
     gc.disable()
     try:
-        if len(controllers) == 1:
-            members = sorted(controllers[0].members)
-            for issue in controllers[0].log:
-                out.extend(each(issue, members))
-            return out
-        groups = [sorted(ctl.members) for ctl in controllers]
-        issues = sorted(((issue.cycle, i, issue) for i, ctl in enumerate(controllers)
-                         for issue in ctl.log), key=itemgetter(0))
         n, start = len(issues), 0
         while start < n:
-            cycle = issues[start][0]
+            cycle = issues[start][0].cycle
             end = start + 1
-            while end < n and issues[end][0] == cycle:
+            while end < n and issues[end][0].cycle == cycle:
                 end += 1
             if end == start + 1:
-                out.extend(each(issues[start][2], groups[issues[start][1]]))
+                out.extend(each(*issues[start]))
             else:  # controllers issuing in the same cycle: interleave their channels
-                pairs = sorted(((ch, issue) for _, i, issue in issues[start:end]
-                                for ch in groups[i]), key=itemgetter(0))
+                pairs = sorted(((ch, issue) for issue, chans in issues[start:end]
+                                for ch in chans), key=itemgetter(0))
                 out.extend(of(issue, ch) for ch, issue in pairs)
             start = end
         return out
@@ -495,11 +499,10 @@ def _bits(mask: int) -> list[int]:
 
 def _native_schedule(out: native.KernelRun, decoded: native.Decoded,
                      program: list[Instruction], channels: int) -> list[TimedCommand]:
-    """The kernel's issue records as schedule entries, one per channel, in (cycle, channel).
+    """The kernel's issue records as schedule entries (:func:`_entries`).
 
     Records come in cycle order, one per controller and cycle, each for the channels its
-    controller stood for at the time; as in :func:`_schedule`, records of one cycle are
-    interleaved by channel.
+    controller stood for at the time.
     """
     rec = out.records
     if rec is None or not len(rec):
@@ -507,35 +510,15 @@ def _native_schedule(out: native.KernelRun, decoded: native.Decoded,
     commands = list(Command)
     cfrs: dict[int, tuple[int, ...]] = {}
     members: dict[int, list[int]] = {}
-    each, of = TimedCommand.each, TimedCommand.of
-    out_list: list[TimedCommand] = []
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        issues: list[tuple[Issue, list[int]]] = []
-        for cycle, bits, command, bank, row, col, pos, index, final in rec.tolist():
-            cfr = cfrs.get(pos)
-            if cfr is None:
-                cfr = cfrs[pos] = decoded.cfr_at(pos)
-            req = _Served(command if final else -1, program[pos], index, cfr, pos)
-            chans = members.get(bits)
-            if chans is None:
-                chans = members[bits] = _bits(bits)
-            issues.append((Issue(cycle, commands[command], bank, row, col, req), chans))  # type: ignore[arg-type]
-        n, start = len(issues), 0
-        while start < n:
-            cycle = issues[start][0].cycle
-            end = start + 1
-            while end < n and issues[end][0].cycle == cycle:
-                end += 1
-            if end == start + 1:
-                out_list.extend(each(*issues[start]))
-            else:  # controllers issuing in the same cycle: interleave their channels
-                pairs = sorted(((ch, issue) for issue, chans in issues[start:end]
-                                for ch in chans), key=itemgetter(0))
-                out_list.extend(of(issue, ch) for ch, issue in pairs)
-            start = end
-        return out_list
-    finally:
-        if enabled:
-            gc.enable()
+    issues: list[tuple[Issue, list[int]]] = []
+    for cycle, bits, command, bank, row, col, pos, index, final in rec.tolist():
+        cfr = cfrs.get(pos)
+        if cfr is None:
+            cfr = cfrs[pos] = decoded.cfr_at(pos)
+        req = _Served(command if final else -1, program[pos], index, cfr, pos)
+        chans = members.get(bits)
+        if chans is None:
+            chans = members[bits] = _bits(bits)
+        issue = Issue(cycle, commands[command], bank, row, col, req)  # type: ignore[arg-type]
+        issues.append((issue, chans))
+    return _entries(issues)

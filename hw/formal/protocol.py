@@ -50,6 +50,7 @@ from amaranth.hdl import (
     Signal,
 )
 from patton.hw.channel import Channel
+from patton.hw.decoder import all_of, any_of
 from patton.hw.formal import free_mac
 from patton.hw.isa import IMPLEMENTED, ROW_BITS, Opcode, ProtocolCode, command_layout
 from patton.hw.params import ChannelParams
@@ -173,12 +174,12 @@ class ProtocolProperty(Elaboratable):
                      was_quiet.eq(~legal), was_legal.eq(legal), then_mode.eq(next_mode)]
         m.d.sync += [t.eq(n) for t, n in zip(then_open + then_row, next_open + next_row)]
 
-        same = _all((opened[b] == then_open[b]) & (~then_open[b] | (rows[b] == then_row[b]))
+        same = all_of((opened[b] == then_open[b]) & (~then_open[b] | (rows[b] == then_row[b]))
                     for b in range(p.banks))
         m.d.comb += [
             Assert(~was_refused | same, "a refused command changes no bank state"),
             Assert(~was_refused | (mode == then_mode), "a refused command keeps the mode"),
-            Assert(~was_quiet | ~_any(bank.wr_en for bank in banks),
+            Assert(~was_quiet | ~any_of(bank.wr_en for bank in banks),
                    "a refused command (or none) writes no mat"),
             Assert(~was_quiet | ~gb.wr_en, "a refused command (or none) writes no GB column"),
             Assert(~was_legal | same, "a legal command makes the rule's row state"),
@@ -216,7 +217,7 @@ def _checks(rules, command, cmd, p, dev, mode, opened, rows, sel_open, sel_row, 
     if need is Need.FREE and t is Targets.BANK:
         out.append((sel_open & (sel_row != cmd.row), ProtocolCode.BANK_OPEN))
     elif need is Need.FREE and t is Targets.ALL:
-        out.append((_any(o & (r != cmd.row) for o, r in zip(opened, rows)),
+        out.append((any_of(o & (r != cmd.row) for o, r in zip(opened, rows)),
                     ProtocolCode.ROW_CONFLICT))
     elif need is Need.OPEN and t is Targets.BANK:
         out.append((~sel_open, ProtocolCode.BANK_CLOSED))
@@ -224,23 +225,9 @@ def _checks(rules, command, cmd, p, dev, mode, opened, rows, sel_open, sel_row, 
         if rule.partner:
             out.append((cmd.broadcast & ~partner_ok, ProtocolCode.PARTNER))
     elif need is Need.OPEN and t is Targets.ALL:
-        one_row = _all(opened) & _all(r == rows[0] for r in rows)
+        one_row = all_of(opened) & all_of(r == rows[0] for r in rows)
         out.append((~one_row, ProtocolCode.NOT_ALL_OPEN))
         out.append((rows[0] != cmd.row, ProtocolCode.WRONG_ROW))
     elif need is not Need.ANY or rule.lut or t is Targets.GROUP:
         raise NotImplementedError(f"{command.name}: the RTL implements no {t}/{need} rule")
     return out
-
-
-def _all(values) -> object:
-    result = 1
-    for v in values:
-        result = result & v
-    return result
-
-
-def _any(values) -> object:
-    result = 0
-    for v in values:
-        result = result | v
-    return result

@@ -45,6 +45,7 @@ from amaranth.hdl import (
     ResetSignal,
     Signal,
 )
+from patton.hw.decoder import any_of
 from patton.hw.isa import BANK_BITS, IMPLEMENTED, RULES, Opcode
 from patton.hw.params import ChannelParams
 from patton.hw.timing_checker import TimingChecker
@@ -150,7 +151,7 @@ class TimingProperty(Elaboratable):
         for c, sig in issued.items():
             m.d.comb += sig.eq(valid & (command == Opcode[c.name]))
         banked = Signal()  # remembered and checked at its bank group and bank
-        m.d.comb += banked.eq(_any(issued[c] for c in issued if _banked(c)) & (bank < p.banks))
+        m.d.comb += banked.eq(any_of(issued[c] for c in issued if _banked(c)) & (bank < p.banks))
 
         spec = pairs(self._spec)
         cap = max((gap for rows in spec.values() for *_, gap in rows), default=1)
@@ -182,7 +183,7 @@ class TimingProperty(Elaboratable):
                     cond = cond & banked
                 terms.setdefault(rule, []).append(cond)
         for rule, conds in terms.items():
-            m.d.comb += expected[rule].eq(_any(conds))
+            m.d.comb += expected[rule].eq(any_of(conds))
         lowest = Signal(range(RULES))
         for i in sorted(terms, reverse=True):
             with m.If(expected[i]):
@@ -205,10 +206,3 @@ class TimingProperty(Elaboratable):
             m.d.comb += Assert(Mux(reg >= cap, cap, reg) == ref,
                                f"age {level.name.lower()}{n} {prev.name}")
         return m
-
-
-def _any(values) -> object:
-    result = 0
-    for v in values:
-        result = result | v
-    return result
