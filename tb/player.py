@@ -355,7 +355,8 @@ _ROW_OPTIONAL = {c: RULES[c].targets for c in Command if RULES[c].row is Operand
 
 
 def open_rows_filled(schedule: Sequence[TimedCommand]) -> Sequence[TimedCommand]:
-    """Give every command whose row is optional and not given the row it means: the open one.
+    """Give every command of one channel's schedule whose row is optional and not given the row
+    it means: the open one.
 
     The protocol lets a column command leave its row out (``-``: the bank's open row is used;
     ``sim/protocol.py``, ``docs/protocol.md``) and the schedule reader accepts that, but the

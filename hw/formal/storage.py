@@ -51,12 +51,16 @@ def _watched(m: Module, p: ChannelParams) -> tuple[Signal, Signal]:
     return row, col
 
 
-def _shadow(m: Module, p: ChannelParams, hit, dut) -> Signal:
-    """Return the watched word as the writes so far make it (zero at start, as the memory)."""
+def _reads_return_writes(m: Module, p: ChannelParams, dut, written, read, what: str) -> None:
+    """Assert that a read of the watched word (``read``: it is addressed this cycle, its data
+    comes next cycle) returns it as the writes to it so far (``written``) made it, lane by
+    lane; zero before any write, as the memory starts."""
     shadow = Signal(p.width, name="shadow")
-    with m.If(hit):
+    with m.If(written):
         m.d.sync += shadow.eq(_merge(shadow, dut.wr_data, dut.wr_mask, p.lanes))
-    return shadow
+    was_read = Signal()
+    m.d.sync += was_read.eq(read)
+    m.d.comb += Assert(~was_read | (dut.rd_data == shadow), what)
 
 
 def _merge(old, data, mask, lanes: int):
@@ -97,11 +101,9 @@ class GlobalBufferProperty(Elaboratable):
         m.d.comb += watched.eq(AnyConst(p.gb_col_bits))
         if self._reads == "watched":
             m.d.comb += Assume(dut.rd_col == watched)
-        shadow = _shadow(m, p, dut.wr_en & (dut.wr_col == watched), dut)
-        was_read = Signal()
-        m.d.sync += was_read.eq(dut.rd_col == watched)
-        m.d.comb += Assert(~was_read | (dut.rd_data == shadow),
-                           "a read returns the last word written to the column")
+        _reads_return_writes(m, p, dut, dut.wr_en & (dut.wr_col == watched),
+                             dut.rd_col == watched,
+                             "a read returns the last word written to the column")
         return m
 
 
@@ -139,11 +141,9 @@ class MatProperty(Elaboratable):
         row, col = _watched(m, p)
         if self._reads == "watched":
             m.d.comb += Assume((dut.rd_row == row) & (dut.rd_col == col))
-        shadow = _shadow(m, p, dut.wr_en & (dut.wr_row == row) & (dut.wr_col == col), dut)
-        was_read = Signal()
-        m.d.sync += was_read.eq((dut.rd_row == row) & (dut.rd_col == col))
-        m.d.comb += Assert(~was_read | (dut.rd_data == shadow),
-                           "a read returns the last word written to the address")
+        _reads_return_writes(m, p, dut, dut.wr_en & (dut.wr_row == row) & (dut.wr_col == col),
+                             (dut.rd_row == row) & (dut.rd_col == col),
+                             "a read returns the last word written to the address")
         return m
 
 
@@ -178,11 +178,9 @@ class RowBufferProperty(Elaboratable):
         m.d.comb += Assume((dut.act_row < p.rows) & (dut.wr_row < p.rows))
 
         row, col = _watched(m, p)
-        shadow = _shadow(m, p, dut.wr_en & (dut.wr_row == row) & (dut.wr_col == col), dut)
-        was_read = Signal()
-        m.d.sync += was_read.eq((dut.row == row) & (dut.rd_col == col))
-        m.d.comb += Assert(~was_read | (dut.rd_data == shadow),
-                           "a read of the open row returns the last word written there")
+        _reads_return_writes(m, p, dut, dut.wr_en & (dut.wr_row == row) & (dut.wr_col == col),
+                             (dut.row == row) & (dut.rd_col == col),
+                             "a read of the open row returns the last word written there")
 
         # The open-row register.
         was_act, was_pre, act_row = Signal(), Signal(), Signal(p.row_bits)
