@@ -3,8 +3,8 @@
 Every integer option of the ``patton`` command is parsed by :func:`integer`: decimal only (the
 syntax of :func:`patton.sim.textfile.decimal`: ASCII digits, no sign, no ``_``, no leading
 zero) and within stated bounds, so a bad value is a usage error (exit 2) naming the option's
-rule, never a traceback from deep inside a run. :func:`add_timing_option` adds the one
-``--timing`` option.
+rule, never a traceback from deep inside a run; :func:`fraction` does the same for shares.
+:func:`add_timing_option` adds the one ``--timing`` option.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Callable
 from patton.sim.textfile import decimal
 from patton.sim.timing import DEFAULT_PROFILE, PROFILES
 
-__all__ = ["integer", "SEED", "add_timing_option"]
+__all__ = ["integer", "fraction", "SEED", "add_timing_option"]
 
 
 def integer(low: int, high: int | None = None) -> Callable[[str], int]:
@@ -34,6 +34,20 @@ def integer(low: int, high: int | None = None) -> Callable[[str], int]:
 
     parse.__name__ = f"integer {span}"  # argparse names the type in its messages
     return parse
+
+
+def fraction(text: str) -> float:
+    """Argparse type for a share: a decimal number from 0 to 1 (``0.5``, ``1``, ``.25``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number from 0 to 1, got {text!r}") from None
+    if not 0.0 <= value <= 1.0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"must be from 0 to 1, got {text}")
+    return value
+
+
+fraction.__name__ = "share 0..1"
 
 
 #: A seed: any decimal integer from 0 (NumPy's generators refuse negative seeds).

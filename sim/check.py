@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias
 
 from patton.sim.device import DEVICE, Device
 from patton.sim.isa import COMMAND_SCOPE, Cfr, Command, Scope
@@ -48,7 +48,7 @@ from patton.sim.timing import DEFAULT_PROFILE, Timing, timing_table
 if TYPE_CHECKING:
     from patton.sim.cycle_model import DeviceState
 
-__all__ = ["Violation", "verify", "verify_from"]
+__all__ = ["Violation", "Gap", "Checker", "verify", "verify_from"]
 
 
 
@@ -87,16 +87,99 @@ class Violation:
         return f"{head}: {self.kind}: {self.detail}"
 
 
-class _Channel:
-    """What the checker remembers about one channel."""
+#: A timing rule that applies to a command, with the issue it measures from:
+#: ``(rule id, preceding command, cycle of its last issue at the rule's node, minimum gap)``.
+Gap: TypeAlias = tuple[int, Command, int, int]
 
-    def __init__(self, device: Device) -> None:
-        n = len(Command)
-        self.last = {Scope.CHANNEL: [[-1] * n],
-                     Scope.BANKGROUP: [[-1] * n for _ in range(device.bankgroups)],
-                     Scope.BANK: [[-1] * n for _ in range(device.banks)]}
-        self.state = State(device)  # open rows and register mode
-        self.last_cycle = -1
+
+class Checker:
+    """:func:`verify` of one channel, one command at a time, alive across calls.
+
+    ``step`` takes the channel's commands in cycle order and returns each one's violations;
+    ``gaps`` says which rules it was measured against. A testbench that replays schedules in
+    segments separated by a quiet gap (no rule reaches across one) calls :meth:`forget`
+    between them: the row and mode state stays, the issue history goes.
+
+    Members:
+        state: open rows and register mode (:class:`~patton.sim.protocol.State`).
+        gaps: the rules the last stepped command was measured against, with the issue each
+            measured from (``cmd.cycle - gap.when`` is the actual gap).
+    """
+
+    def __init__(self, device: Device = DEVICE, timing: Timing = DEFAULT_PROFILE) -> None:
+        self.device = device
+        self.timing = timing_table(timing)
+        self._names = {r.id: r.expression for r in self.timing.rules}
+        self.state = State(device)
+        self.gaps: list[Gap] = []
+        self.forget()
+
+    def forget(self) -> None:
+        """Drop the issue history (the next command follows a quiet gap); keep the state."""
+        n, d = len(Command), self.device
+        self._last = {Scope.CHANNEL: [[-1] * n],
+                      Scope.BANKGROUP: [[-1] * n for _ in range(d.bankgroups)],
+                      Scope.BANK: [[-1] * n for _ in range(d.banks)]}
+        self._cycle = -1
+
+    def _nodes(self, cmd: TimedCommand) -> list[tuple[Scope, int]]:
+        nodes = [(Scope.CHANNEL, 0)]
+        if 0 <= cmd.bank < self.device.banks and COMMAND_SCOPE[cmd.command] != Scope.CHANNEL:
+            nodes += [(Scope.BANKGROUP, cmd.bank // self.device.banks_per_group),
+                      (Scope.BANK, cmd.bank)]
+        return nodes
+
+    def measure(self, cmd: TimedCommand, nodes: list[tuple[Scope, int]] | None = None
+                ) -> list[Gap]:
+        """Return the rules ``cmd`` would be measured against if it came next, each with the
+        last issue of its preceding command at the rule's node (nothing changes)."""
+        gaps: list[Gap] = []
+        for level, node in nodes if nodes is not None else self._nodes(cmd):
+            last = self._last[level][node]
+            for rule, prev, gap in self.timing.before[level][cmd.command]:
+                when = last[prev]
+                if when >= 0:
+                    gaps.append((rule, prev, when, gap))
+        return gaps
+
+    def step(self, cmd: TimedCommand) -> list[Violation]:
+        """Check ``cmd`` (issued after every command stepped before), apply it; return its
+        violations."""
+        c, t = cmd.command, cmd.cycle
+        out: list[Violation] = []
+        if self._cycle == t:
+            out.append(Violation("bus", t, cmd.channel, c, detail="second command in one cycle",
+                                 line=cmd.line))
+        self._cycle = t
+        nodes = self._nodes(cmd)
+        self.gaps = gaps = self.measure(cmd, nodes)
+        for rule, prev, when, gap in gaps:
+            if t - when < gap:
+                out.append(Violation("timing", t, cmd.channel, c, rule, prev, when, gap, t - when,
+                                     line=cmd.line, name=self._names.get(rule, "")))
+        for level, node in nodes:
+            self._last[level][node][c] = t
+        problem = self._protocol(cmd)
+        if problem:
+            out.append(Violation("protocol", t, cmd.channel, c, detail=problem, line=cmd.line))
+        return out
+
+    def _protocol(self, cmd: TimedCommand) -> str:
+        """Apply ``cmd`` to the row and mode state; return what was illegal, if any.
+
+        The rules are :data:`patton.sim.protocol.RULES`. An illegal command changes no state
+        (the RTL channel does not execute it either); it still counts as an issue for the
+        timing rules.
+        """
+        c = cmd.command
+        bank = cmd.bank if cmd.bank >= 0 else None
+        row = cmd.row if cmd.row >= 0 else None
+        col = cmd.col if cmd.col >= 0 else (0 if c in UNADDRESSED else None)
+        broadcast = len(cmd.cfr) > Cfr.BROADCAST and bool(cmd.cfr[Cfr.BROADCAST])
+        problem = self.state.check(c, bank, row, col, broadcast)
+        if problem is None:
+            self.state.apply(c, bank, row)
+        return problem or ""
 
 
 def verify(schedule: Iterable[TimedCommand], device: Device = DEVICE,
@@ -108,54 +191,14 @@ def verify(schedule: Iterable[TimedCommand], device: Device = DEVICE,
     violations do not depend on it.
     """
     timing = timing_table(timing)
-    names = {r.id: r.expression for r in timing.rules}
-    per_group = device.banks_per_group
-    channels: dict[int, _Channel] = {}
+    channels: dict[int, Checker] = {}
     out: list[Violation] = []
     for cmd in sorted(schedule, key=lambda c: c.cycle):
-        ch = channels.get(cmd.channel)
-        if ch is None:
-            ch = channels[cmd.channel] = _Channel(device)
-        c, t = cmd.command, cmd.cycle
-        if ch.last_cycle == t:
-            out.append(Violation("bus", t, cmd.channel, c, detail="second command in one cycle",
-                                 line=cmd.line))
-        ch.last_cycle = t
-        banked = 0 <= cmd.bank < device.banks and COMMAND_SCOPE[c] != Scope.CHANNEL
-        nodes = [(Scope.CHANNEL, 0)]
-        if banked:
-            nodes += [(Scope.BANKGROUP, cmd.bank // per_group), (Scope.BANK, cmd.bank)]
-        for level, node in nodes:
-            last = ch.last[level][node]
-            for rule, prev, gap in timing.before[level][c]:
-                when = last[prev]
-                if when >= 0 and t - when < gap:
-                    out.append(Violation("timing", t, cmd.channel, c, rule, prev, when, gap,
-                                         t - when, line=cmd.line,
-                                         name=names.get(rule, "")))
-        for level, node in nodes:
-            ch.last[level][node][c] = t
-        problem = _protocol(ch, cmd)
-        if problem:
-            out.append(Violation("protocol", t, cmd.channel, c, detail=problem, line=cmd.line))
+        checker = channels.get(cmd.channel)
+        if checker is None:
+            checker = channels[cmd.channel] = Checker(device, timing)
+        out += checker.step(cmd)
     return out
-
-
-def _protocol(ch: _Channel, cmd: TimedCommand) -> str:
-    """Apply ``cmd`` to the channel's row and mode state; return what was illegal, if any.
-
-    The rules are :data:`patton.sim.protocol.RULES`. An illegal command changes no state (the
-    RTL channel does not execute it either); it still counts as an issue for the timing rules.
-    """
-    c = cmd.command
-    bank = cmd.bank if cmd.bank >= 0 else None
-    row = cmd.row if cmd.row >= 0 else None
-    col = cmd.col if cmd.col >= 0 else (0 if c in UNADDRESSED else None)
-    broadcast = len(cmd.cfr) > Cfr.BROADCAST and bool(cmd.cfr[Cfr.BROADCAST])
-    problem = ch.state.check(c, bank, row, col, broadcast)
-    if problem is None:
-        ch.state.apply(c, bank, row)
-    return problem or ""
 
 
 #: Far in the past: where the prelude that rebuilds a channel's row state for ``verify`` goes.

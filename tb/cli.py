@@ -547,6 +547,14 @@ _RUN_HELP = (
     "Writes without data= get seeded random bfloat16 payloads. EWMUL16, AF16 and RDAF16 are "
     "refused by this RTL version by design and reported as expected rejections. Exit 1 on a "
     "mismatch or an unexpected violation, 2 on a bad trace or a row beyond --rows.")
+_COVERAGE_HELP = (
+    "Drive the RTL channel with constrained-random command schedules (legal by construction "
+    "from the models' rules, then mutated at chosen rules and operands, aimed at the bins not "
+    "yet hit) and sample functional coverage on every command: each timing rule at its "
+    "boundary and one cycle short, each command in each bank state and register mode, each "
+    "protocol error, CFR BROADCAST x MAC/MAC16, RD and RDMAC16 returning together. Every "
+    "flag, read and mat word is scored against the models. Exit 0 when every reachable bin "
+    "was hit and the RTL agreed throughout, 1 otherwise.")
 _CHECK_HELP = (
     "Replay a timed schedule ('cycle channel command [bank row col] [data=...] [mask=...] "
     "[cfr=...] [src=N]', any channels) on the RTL channel with the payloads and CFRs it "
@@ -556,13 +564,86 @@ _CHECK_HELP = (
     "of each cycle. Exit 0 only when both find the schedule legal, 2 on a bad line.")
 
 
+# -- patton rtl coverage ---------------------------------------------------------------------
+
+
+def _coverage(args: argparse.Namespace) -> int:
+    try:
+        return _coverage_checked(args)
+    except _ToolFailure as failure:
+        return _error(str(failure), args.json)
+
+
+def _coverage_checked(args: argparse.Namespace) -> int:
+    from patton.tb import coverage_report
+    from patton.tb.closure import close
+    from patton.tb.session import Session
+    from patton.tb.stimulus import Mix
+    from patton.tb.toolchain import BUILD_ROOT
+    from tqdm import tqdm
+
+    if args.budget < args.commands:
+        return _error(f"--budget {args.budget} is below --commands {args.commands}", args.json)
+    folder = Path(args.out) if args.out is not None else BUILD_ROOT / "coverage"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / ".write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as error:
+        return _error(f"--out {folder}: cannot write there ({error.strerror})", args.json)
+    out = _Output("coverage", args.verbose)
+    play = _tool("building the RTL channel", out,
+                 lambda: _player(DEFAULT_ROWS, None, args.timing, out))
+    stream = os.fdopen(os.dup(2), "w")  # the progress bar, past the simulator's redirection
+    bar = tqdm(total=None, unit=" bins", file=stream, disable=args.json or None,
+               desc="coverage", leave=False)
+
+    def progress(monitor) -> None:  # noqa: ANN001 - CoverageMonitor
+        figures = monitor.figures()
+        bar.total = figures["bins_total"] - figures["bins_unreachable"]
+        bar.n = figures["bins_hit"]
+        bar.set_postfix_str(f"{figures['commands']:,} commands", refresh=True)
+
+    def run():
+        with out(), Session(play, "rtl-coverage") as session:
+            return close(session, seed=args.seed, least=args.commands, budget=args.budget,
+                         timing=play.timing, mix=Mix(targeted=args.targeted),
+                         progress=progress)
+
+    try:
+        result = _tool("the coverage run", out, run)
+    finally:
+        bar.close()
+        stream.close()
+    figures = coverage_report.figures(result)
+    (folder / "coverage.md").write_text(coverage_report.markdown(result))
+    (folder / "coverage.json").write_text(json.dumps(figures, indent=1) + "\n")
+    result.monitor.export(str(folder / "coverage.xml"))
+    if args.json:
+        _emit({**figures, "out": str(folder), "timing": args.timing})
+    else:
+        for line in coverage_report.summary(result):
+            print(line)
+        for group, bins in result.monitor.holes().items():
+            print(f"hole       {group}: {', '.join(bins)}")
+        for found in result.scoreboard.found[:_SHOW]:
+            print(f"mismatch   {found}")
+        print(f"report     {folder / 'coverage.md'} (and coverage.json, coverage.xml)")
+    return 0 if result.ok else 1
+
+
 #: ``--rows``: rows per bank of the RTL build, 1 .. the device's rows.
 _rows = integer(1, DEVICE.rows)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    """Register ``rtl`` (with ``run`` and ``check``) on ``subparsers``; return its parser."""
-    from patton.options import SEED, add_timing_option
+    """Register ``rtl`` (``run``, ``check``, ``coverage``) on ``subparsers``; return its
+    parser."""
+    from patton.tb.stimulus import Mix
+
+    from patton.options import SEED, add_timing_option, fraction
+
     rtl = subparsers.add_parser("rtl", help="the RTL channel under Verilator",
                                 description="Replay traces and schedules on the RTL channel.")
     verbs = rtl.add_subparsers(dest="verb", required=True)
@@ -600,4 +681,24 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                           "under build/runs/, named on failure)")
     add_timing_option(chk)
     chk.set_defaults(func=_check)
+    cov = verbs.add_parser("coverage", help="functional coverage closure of the RTL channel",
+                           description=_COVERAGE_HELP)
+    cov.add_argument("--out", metavar="DIR", default=None,
+                     help="where the report goes: coverage.md, coverage.json and "
+                          "cocotb-coverage's coverage.xml (default build/coverage)")
+    cov.add_argument("--seed", type=SEED, default=1, help="stimulus seed (default 1)")
+    cov.add_argument("--commands", type=integer(0, 10**8), default=20_000,
+                     help="commands to run at least, even once every bin is hit (default "
+                          "20,000)")
+    cov.add_argument("--budget", type=integer(1, 10**8), default=200_000,
+                     help="commands after which the run stops, closed or not (default 200,000)")
+    cov.add_argument("--targeted", type=fraction, default=Mix().targeted, metavar="SHARE",
+                     help="share of the steps aimed at bins not hit yet (default "
+                          f"{Mix().targeted}; 0: plain constrained random)")
+    cov.add_argument("--json", action="store_true", help="print one JSON object")
+    cov.add_argument("-v", "--verbose", action="store_true",
+                     help="show the make/Verilator/cocotb output (default: into a log file "
+                          "under build/runs/, named on failure)")
+    add_timing_option(cov)
+    cov.set_defaults(func=_coverage)
     return rtl

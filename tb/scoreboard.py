@@ -241,9 +241,11 @@ class Scoreboard:
         return paired
 
     def check(self, schedule: Sequence[TimedCommand], result: PlayResult,
-              found: Sequence[Violation], program: int, channel: int) -> None:
+              found: Sequence[Violation], program: int, channel: int,
+              intended: bool = False) -> None:
         """Compare the RTL checker's flags (``result.violations``) with ``verify``'s
-        (``found``, for ``schedule``)."""
+        (``found``, for ``schedule``). ``intended``: the schedule breaks rules on purpose
+        (coverage stimulus); a flag both checkers agree on is counted, not recorded."""
         from patton.hw.isa import ProtocolCode
 
         rtl: dict[int, tuple[frozenset[int], bool, str]] = {}
@@ -271,6 +273,8 @@ class Scoreboard:
             agree = set(got[0]) == want[0] and got[1] == want[1]
             if not agree:
                 self.disagreements += 1
+            elif intended:
+                continue
             self.record(Discrepancy("violation" if agree else "checker", program, channel,
                                     cycle, what, expected, actual))
 

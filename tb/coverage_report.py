@@ -1,0 +1,110 @@
+"""The report of a coverage-closure run: summary figures, a table per cover group, in Markdown.
+
+:func:`markdown` writes what ``patton rtl coverage`` saves as ``coverage.md`` (and prints the
+summary of): the figures, one table per counted cover group (the timing groups side by side, one
+row per rule), the unreachable bins with their reasons, the holes, and the scoreboard's verdict.
+:func:`figures` is the JSON object.
+"""
+
+from __future__ import annotations
+
+from patton.tb.closure import Closure
+from patton.tb.coverage import Group
+
+__all__ = ["figures", "summary", "markdown"]
+
+
+def figures(run: Closure) -> dict:
+    """The JSON figures: ``rules_total``, ``rules_boundary_hit``, ``rules_violation_hit``,
+    ``bins_total``, ``bins_hit``, ``bins_unreachable`` and the run's counters."""
+    board = run.scoreboard
+    out = run.monitor.figures()
+    out.update({"closed": run.closed, "agree": run.agree, "seed": run.seed,
+                "cycles": run.cycles, "seconds": round(run.seconds, 2),
+                "channel_seconds": round(run.channel_seconds, 2),
+                "flagged": board.violations, "disagreements": board.disagreements,
+                "reads": board.reads, "read_mismatches": board.mismatches,
+                "mat_words": board.mat_words, "mat_mismatches": board.mat_mismatches,
+                "rejected_errors": run.rejected_errors,
+                "groups": {g.name: {"bins": len(g.bins), "hit": g.hit,
+                                    "unreachable": len(g.unreachable)}
+                           for g in run.monitor.groups()},
+                "holes": run.monitor.holes()})
+    return out
+
+
+def summary(run: Closure) -> list[str]:
+    """The summary lines (what the command prints)."""
+    f = figures(run)
+    verdict = "agreed with the models" if run.agree else "DISAGREED with the models"
+    return [
+        f"rule coverage: {f['rules_boundary_hit']}/{f['rules_total']} boundary, "
+        f"{f['rules_violation_hit']}/{f['rules_total']} violation; "
+        f"{f['rules_legal_boundary_hit']}/{f['rules_total'] - f['rules_dominated']} boundary "
+        f"by a legal command ({f['rules_dominated']} dominated by a larger gap)",
+        f"bins: {f['bins_hit']}/{f['bins_total']} hit, {f['bins_unreachable']} unreachable"
+        + ("" if run.closed else f", {sum(map(len, f['holes'].values()))} reachable not hit"),
+        f"stimulus: {f['commands']:,} commands in {f['segments']} segments (seed {run.seed}), "
+        f"{f['cycles']:,} channel cycles, {run.seconds:.1f} s ({run.channel_seconds:.1f} s "
+        f"in the simulator)",
+        f"the RTL {verdict}: {f['flagged']:,} commands flagged (on purpose), "
+        f"{f['disagreements']} checker disagreements, {f['reads']:,} reads "
+        f"({f['read_mismatches']} differ), {f['mat_words']:,} mat words "
+        f"({f['mat_mismatches']} differ), {f['rejected_errors']} unimplemented commands not "
+        "refused",
+    ]
+
+
+def _table(head: list[str], rows: list[list[object]]) -> list[str]:
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return lines + [""]
+
+
+def _least(group: Group) -> int:
+    reachable = [n for b, n in group.bins.items() if b not in group.unreachable]
+    return min(reachable, default=0)
+
+
+def markdown(run: Closure, title: str = "RTL functional coverage") -> str:
+    """The whole report as Markdown."""
+    groups = {g.name: g for g in run.monitor.groups()}
+    out = [f"# {title}", ""] + [f"- {line}" for line in summary(run)] + [""]
+    out += ["## Cover groups", ""]
+    out += _table(["group", "bins", "hit", "unreachable", "fewest hits"],
+                  [[f"`{g.name}`", len(g.bins), g.hit, len(g.unreachable), _least(g)]
+                   for g in groups.values()])
+    boundary, violation = groups["timing.boundary"], groups["timing.violation"]
+    legal = groups["timing.legal"]
+    out += ["## Timing rules", "",
+            "Boundary: issued exactly at the rule's minimum gap, the rule not flagged, the "
+            "command executed; legal: and the RTL flagged nothing at all (a rule that a "
+            "larger gap of the same command pairs dominates cannot be met so). Violation: one "
+            "cycle short, the rule flagged.", ""]
+    rows = []
+    for label, hits in boundary.bins.items():
+        rule, _, gap = label.partition(" ")
+        expression, _, cycles = gap.rpartition(" = ")
+        by = run.monitor.dominated.get(int(rule))
+        rows.append([rule, f"`{expression}`", cycles, hits, legal.bins[label]
+                     if by is None else f"dominated by {', '.join(map(str, by))}",
+                     violation.bins[label]])
+    out += _table(["rule", "gap", "cycles", "boundary hits", "legal boundary hits",
+                   "violation hits"], rows)
+    for name in ("command.state", "command.rejected", "protocol.error", "mac.cross",
+                 "reads.return"):
+        g = groups[name]
+        out += [f"## `{name}`", ""]
+        out += _table(["bin", "hits"], [[b, n] for b, n in g.bins.items()])
+    unreachable = [(g.name, b, why) for g in groups.values() for b, why in g.unreachable.items()]
+    out += ["## Unreachable bins", ""]
+    out += (_table(["group", "bin", "why"], [list(u) for u in unreachable]) if unreachable
+            else ["None: every bin of every group can be hit.", ""])
+    holes = run.monitor.holes()
+    out += ["## Holes", ""]
+    out += ([f"- `{g}`: {', '.join(bins)}" for g, bins in holes.items()] + [""] if holes
+            else ["None: every reachable bin was hit.", ""])
+    found = run.scoreboard.found
+    if found:
+        out += ["## Discrepancies (first 50)", ""] + [f"- {d}" for d in found[:50]] + [""]
+    return "\n".join(out)

@@ -1,0 +1,375 @@
+"""Constrained-random command schedules for one RTL channel: legal by construction, then mutated.
+
+:class:`Stimulus` walks the channel's state with its own :class:`~patton.sim.check.Checker`
+(the models' rules: the protocol table for operands, the timing table for cycles). Each step
+draws a command and operands the protocol accepts in the current state (if the command has
+none, it issues what leads there: TMOD for the other register mode, ACT/ACT16 to open, PRE/PREA
+to close) at the earliest cycle every timing rule allows. A share of the steps is mutated
+(:class:`Mix`):
+
+- ``protocol``: operands the protocol refuses (another row, a closed bank, a missing partner
+  bank, an address out of range, the other register mode);
+- ``rejected``: a command this RTL version does not implement;
+- ``boundary``: issued exactly at a chosen rule's minimum gap while a rule with a larger gap
+  still runs;
+- ``violation``: one cycle short of a chosen rule's minimum gap;
+- ``slack``: idle cycles after the earliest legal cycle.
+
+Given a :class:`~patton.tb.coverage.CoverageMonitor`, ``targeted`` steps aim at its holes: a
+rule's boundary (met alone, or with every other rule met) or violation not yet seen (the rule's
+following command at that cycle, or its preceding command first), a (command, bank state, mode)
+not yet seen, a MAC whose partner bank is not ready, an RD return that an RDMAC16 can meet in
+the same cycle. Everything is drawn from one seeded generator: a seed gives the same schedules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+from patton.hw.isa import IMPLEMENTED, REJECTED
+from patton.sim.check import Checker
+from patton.sim.device import DEVICE, Device
+from patton.sim.isa import CFR_RESET, Cfr, Command, Scope
+from patton.sim.protocol import (
+    CLOSED,
+    PAYLOAD,
+    RULES,
+    Mode,
+    Operand,
+    Targets,
+    column_limit,
+)
+from patton.sim.schedule import TimedCommand
+from patton.sim.timing import DEFAULT_PROFILE, Timing, timing_table
+from patton.tb.coverage import CoverageMonitor, bank_state
+
+__all__ = ["Mix", "Stimulus"]
+
+_RESET = tuple(CFR_RESET[c] for c in Cfr)
+_ROW_LIMIT = 1 << 16  # the command port's row field (hw.isa.ROW_BITS)
+_BANK_LIMIT = 1 << 5  # its bank field
+_COL_LIMIT = 1 << 8  # its column field
+_COMMANDS = tuple(sorted(IMPLEMENTED))
+#: Commands whose operand CFR BROADCAST selects (issued under both values).
+_CAST = frozenset({Command.MAC, Command.MAC16})
+#: Chance that a drawn command of the other register mode is redrawn from the current one's
+#: (the mode would otherwise flip on most steps).
+_STAY = 0.85
+
+
+@dataclass(frozen=True, slots=True)
+class Mix:
+    """How often a step departs from the legal schedule (probabilities per step)."""
+
+    protocol: float = 0.08  # operands the protocol refuses
+    rejected: float = 0.01  # a command the RTL does not implement
+    boundary: float = 0.12  # at a chosen rule's gap while a larger one still runs
+    violation: float = 0.12  # one cycle short of a chosen rule's gap
+    slack: float = 0.15  # 1-40 idle cycles after the earliest legal cycle
+    targeted: float = 0.5  # aimed at a hole of the monitor (when one is given)
+
+    def __post_init__(self) -> None:
+        for name in ("protocol", "rejected", "boundary", "violation", "slack", "targeted"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"Mix.{name} = {value} is not a probability")
+        if self.protocol + self.rejected > 1.0 or self.boundary + self.violation + self.slack > 1:
+            raise ValueError("Mix: the operand shares and the cycle shares must each sum to "
+                             "at most 1")
+
+    @classmethod
+    def legal(cls) -> Mix:
+        """No mutation: every schedule passes ``verify``."""
+        return cls(0.0, 0.0, 0.0, 0.0, 0.15, 0.0)
+
+
+class Stimulus:
+    """Constrained-random schedules of one channel, segment after segment.
+
+    Args:
+        seed: seed of the one random generator.
+        device: organisation (banks, column ranges).
+        timing: timing profile whose rules the cycles are drawn against.
+        rows: rows the legal operands use (few, so that rows meet again).
+        mix: mutation shares.
+        monitor: coverage to aim ``targeted`` steps at (``None``: plain random).
+
+    Each segment starts at cycle 0 after a quiet gap (no rule reaches across); the row and
+    mode state carries over, as on a live channel.
+    """
+
+    def __init__(self, seed: int = 1, *, device: Device = DEVICE,
+                 timing: Timing = DEFAULT_PROFILE, rows: int = 3, mix: Mix = Mix(),
+                 monitor: CoverageMonitor | None = None) -> None:
+        if not 1 <= rows <= device.rows:
+            raise ValueError(f"rows = {rows}: the device has rows 0..{device.rows - 1}")
+        self.rng = np.random.default_rng(seed)
+        self.device = device
+        self.timing = timing_table(timing)
+        self.rows = rows
+        self.mix = mix
+        self.monitor = monitor
+        self.checker = Checker(device, self.timing)
+        self.now = -1
+        self._reads: list[int] = []  # return cycles of the RDs of this segment
+        self._holes: dict[str, list[str]] = {}
+        self._rules = {r.id: r for r in self.timing.rules}
+        self._latency = self.timing.latency
+
+    # -- segments ----------------------------------------------------------------------------
+
+    def segment(self, n: int) -> list[TimedCommand]:
+        """Return the next ``n`` commands (cycles from 0, strictly rising)."""
+        self.checker.forget()
+        self.now = -1
+        self._reads = []
+        self._holes = self.monitor.holes() if self.monitor is not None else {}
+        out = []
+        for _ in range(n):
+            cmd = self._step()
+            out.append(cmd)
+            self.now = cmd.cycle
+            if cmd.command not in REJECTED:
+                self.checker.step(cmd)
+            if cmd.command is Command.RD:
+                self._reads.append(cmd.cycle + self._latency[Command.RD])
+        return out
+
+    def _step(self) -> TimedCommand:
+        rng, mix = self.rng, self.mix
+        if self._holes and rng.random() < mix.targeted:
+            aimed = self._aim()
+            if aimed is not None:
+                return aimed
+        draw = rng.random()
+        if draw < mix.rejected:
+            return self._at(self._rejected(), self.now + 1 + int(rng.integers(0, 3)))
+        command = _COMMANDS[int(rng.integers(len(_COMMANDS)))]
+        if self._other_mode(command) and rng.random() < _STAY:
+            same = [c for c in _COMMANDS if not self._other_mode(c)]
+            command = same[int(rng.integers(len(same)))]
+        if draw < mix.rejected + mix.protocol:
+            illegal = self._candidates(command, legal=False) + self._out_of_range(command)
+            if illegal:
+                return self._timed(illegal[int(rng.integers(len(illegal)))])
+        legal = self._candidates(command)
+        if not legal:
+            legal = self._candidates(self._enabler(command))
+        return self._timed(legal[int(rng.integers(len(legal)))])
+
+    # -- operands ----------------------------------------------------------------------------
+
+    def _make(self, command: Command, bank: int = -1, row: int = -1, col: int = -1,
+              broadcast: int = 0) -> TimedCommand:
+        payload = None
+        if command in PAYLOAD:
+            words = self.rng.standard_normal(self.device.lanes).astype(np.float32)
+            payload = (words.view(np.uint32) >> 16).astype(np.uint16)
+        cfr = (broadcast,) + _RESET[1:] if broadcast else ()
+        return TimedCommand(0, 0, command, bank, row, col, payload=payload, cfr=cfr)
+
+    def _col(self, command: Command) -> int:
+        if RULES[command].columns is None:
+            return -1
+        return int(self.rng.integers(column_limit(self.device, command)))
+
+    def _all(self, command: Command) -> list[TimedCommand]:
+        """Every in-range operand choice of ``command`` on the legal rows (random columns)."""
+        rule = RULES[command]
+        rows = range(self.rows) if rule.row is not Operand.NO else (-1,)
+        banks = range(self.device.banks) if rule.bank else (-1,)
+        casts = (0, 1) if command in _CAST else (0,)
+        return [self._make(command, b, r, self._col(command), x)
+                for b in banks for r in rows for x in casts]
+
+    def _candidates(self, command: Command, legal: bool = True) -> list[TimedCommand]:
+        """The operand choices the protocol accepts now (``legal=False``: refuses)."""
+        state = self.checker.state
+        out = []
+        for cmd in self._all(command):
+            ok = state.check(command, cmd.bank if cmd.bank >= 0 else None,
+                             cmd.row if cmd.row >= 0 else None,
+                             cmd.col if cmd.col >= 0 else None, bool(cmd.cfr)) is None
+            if ok == legal:
+                out.append(cmd)
+        return out
+
+    def _out_of_range(self, command: Command) -> list[TimedCommand]:
+        """Choices with a bank, row or column the device does not have (but the port does)."""
+        rule, rng, d = RULES[command], self.rng, self.device
+        out = []
+        if rule.bank:
+            out.append(self._make(command, int(rng.integers(d.banks, _BANK_LIMIT)), 0,
+                                  self._col(command)))
+        if rule.row is Operand.REQUIRED:
+            bank = int(rng.integers(d.banks)) if rule.bank else -1
+            out.append(self._make(command, bank, int(rng.integers(d.rows, _ROW_LIMIT)),
+                                  self._col(command)))
+        if rule.columns is not None:
+            bank = int(rng.integers(d.banks)) if rule.bank else -1
+            row = int(rng.integers(self.rows)) if rule.row is not Operand.NO else -1
+            out.append(self._make(command, bank, row,
+                                  int(rng.integers(column_limit(d, command), _COL_LIMIT))))
+        return out
+
+    def _rejected(self) -> TimedCommand:
+        choices = sorted(REJECTED)
+        command = choices[int(self.rng.integers(len(choices)))]
+        return self._make(command, int(self.rng.integers(self.device.banks)),
+                          int(self.rng.integers(self.rows)), 0)
+
+    def _other_mode(self, command: Command) -> bool:
+        """True when ``command`` needs the register mode the channel is not in."""
+        mode = RULES[command].mode
+        return mode is not Mode.ANY and (mode is Mode.REGISTER) != self.checker.state.reg_mode
+
+    def _enabler(self, command: Command) -> Command:
+        """The command that leads towards a state in which ``command`` is legal."""
+        rule = RULES[command]
+        if self._other_mode(command):
+            return Command.TMOD
+        if rule.targets is Targets.ALL:
+            return Command.ACT16 if self._candidates(Command.ACT16) else Command.PREA
+        if self._candidates(Command.ACT):
+            return Command.ACT
+        return Command.PRE
+
+    # -- cycles ------------------------------------------------------------------------------
+
+    def _bounds(self, cmd: TimedCommand) -> tuple[int, list[tuple[int, int]]]:
+        """Return the earliest cycle every rule allows and ``(rule, boundary cycle)`` of each
+        rule that applies, for ``cmd`` issued next."""
+        gaps = [(rule, when + required) for rule, _, when, required in self.checker.measure(cmd)]
+        earliest = max([self.now + 1] + [b for _, b in gaps])
+        return earliest, gaps
+
+    def _timed(self, cmd: TimedCommand) -> TimedCommand:
+        rng, mix, now = self.rng, self.mix, self.now
+        earliest, gaps = self._bounds(cmd)
+        draw = rng.random()
+        early = [b - 1 for _, b in gaps if b - 1 > now]
+        if draw < mix.violation and early:
+            return self._at(cmd, early[int(rng.integers(len(early)))])
+        draw -= mix.violation
+        inside = [b for _, b in gaps if now < b < earliest]
+        if draw < mix.boundary and inside:
+            return self._at(cmd, inside[int(rng.integers(len(inside)))])
+        draw -= mix.boundary
+        if draw < mix.slack:
+            return self._at(cmd, earliest + int(rng.integers(1, 41)))
+        return self._at(cmd, earliest)
+
+    @staticmethod
+    def _at(cmd: TimedCommand, cycle: int) -> TimedCommand:
+        return replace(cmd, cycle=cycle)
+
+    # -- aiming at holes ---------------------------------------------------------------------
+
+    def _aim(self) -> TimedCommand | None:
+        """A command that hits a hole now or leads towards one (None: no aim found)."""
+        groups = list(self._holes)
+        group = groups[int(self.rng.integers(len(groups)))]
+        holes = self._holes[group]
+        label = holes[int(self.rng.integers(len(holes)))]
+        if group.startswith("timing."):
+            return self._aim_rule(int(label.split()[0]), group.removeprefix("timing."))
+        if group == "command.state":
+            return self._aim_state(label)
+        if group == "command.rejected":
+            return self._at(self._make(Command[label], 0, 0, 0), self.now + 1)
+        if group == "reads.return":
+            return self._aim_collision()
+        if group == "protocol.error" and label == "PARTNER":
+            return self._aim_partner()
+        if group == "mac.cross":
+            command, broadcast = label.split()
+            return self._aim_state(f"{command} same normal", broadcast == "BROADCAST=1")
+        return None
+
+    def _aim_rule(self, rule_id: int, how: str) -> TimedCommand | None:
+        """The rule's following command at its boundary (``how`` = "boundary"), there with
+        every other rule met ("legal"), or one cycle short ("violation"); else its preceding
+        command, so that a later step can."""
+        rule = self._rules[rule_id]
+        following = sorted(rule.following & IMPLEMENTED)
+        choices = []
+        for command in following:
+            for cmd in self._candidates(command):
+                earliest, gaps = self._bounds(cmd)
+                for rid, b in gaps:
+                    cycle = b - 1 if how == "violation" else b
+                    if rid == rule_id and cycle > self.now and (how != "legal"
+                                                                or cycle == earliest):
+                        choices.append(self._at(cmd, cycle))
+        if choices:
+            return choices[int(self.rng.integers(len(choices)))]
+        preceding = sorted(rule.preceding & IMPLEMENTED)
+        command = preceding[int(self.rng.integers(len(preceding)))]
+        legal = self._candidates(command)
+        if not legal and self.rng.random() < 0.5:
+            # a refused command still starts the rule's wait: WR in register mode is how
+            # WR -> RDMAC16 (19 cycles) can be met exactly, the TMOD between them needing 32
+            legal = self._candidates(command, legal=False)
+        legal = legal or self._candidates(self._enabler(command))
+        return self._timed(legal[int(self.rng.integers(len(legal)))]) if legal else None
+
+    def _aim_state(self, label: str, broadcast: bool | None = None) -> TimedCommand | None:
+        name, state, mode = label.split()
+        command = Command[name]
+        if (mode == "register") != self.checker.state.reg_mode:
+            return self._timed(self._make(Command.TMOD))
+        matching = [c for c in self._all(command) if bank_state(self.checker.state, c) == state
+                    and (broadcast is None or bool(c.cfr) == broadcast)]
+        if broadcast is not None:
+            matching = [c for c in matching if self.checker.state.check(
+                command, c.bank if c.bank >= 0 else None, c.row, c.col, broadcast) is None]
+        if matching:
+            return self._timed(matching[int(self.rng.integers(len(matching)))])
+        return self._shape(state)
+
+    def _aim_partner(self) -> TimedCommand | None:
+        """A MAC under BROADCAST = 1 whose own bank is ready but whose partner bank is not."""
+        state = self.checker.state
+        if state.reg_mode:
+            return self._timed(self._make(Command.TMOD))
+        ready = [c for c in self._candidates(Command.MAC, legal=False) if c.cfr
+                 and state.check(Command.MAC, c.bank, c.row, c.col, False) is None]
+        if ready:
+            return self._timed(ready[int(self.rng.integers(len(ready)))])
+        if (state.open_rows == CLOSED).all():
+            return self._timed(self._candidates(Command.ACT)[0])
+        return self._timed(self._make(Command.PREA))
+
+    def _shape(self, state: str) -> TimedCommand | None:
+        """A step towards a bank state (open some banks, open all, close all)."""
+        rows = self.checker.state.open_rows
+        if self.checker.state.reg_mode:
+            return self._timed(self._make(Command.TMOD))
+        if state == "closed" or (state == "other" and (rows != CLOSED).all()):
+            return self._timed(self._make(Command.PREA))
+        legal = self._candidates(Command.ACT)
+        return self._timed(legal[int(self.rng.integers(len(legal)))]) if legal else \
+            self._timed(self._make(Command.PREA))
+
+    def _aim_collision(self) -> TimedCommand | None:
+        """RD, TMOD within reach of its return, then RDMAC16 returning in the same cycle."""
+        late = self._latency[Command.RD] - self._latency[Command.RDMAC16]
+        pending = [r - self._latency[Command.RDMAC16] for r in self._reads]
+        reachable = [c for c in pending if c > self.now]
+        state = self.checker.state
+        if state.reg_mode:
+            for cycle in reachable:
+                cmd = self._make(Command.RDMAC16)
+                earliest, _ = self._bounds(cmd)
+                if earliest <= cycle:
+                    return self._at(cmd, cycle)
+            return self._timed(self._make(Command.TMOD))
+        tmod = self._make(Command.TMOD)
+        gap = self.timing.gap(Scope.CHANNEL, Command.TMOD, Command.RDMAC16) or 0
+        if any(c - gap > self.now for c in reachable) and late > gap:
+            return self._timed(tmod)
+        reads = self._candidates(Command.RD)
+        if reads:
+            return self._timed(reads[int(self.rng.integers(len(reads)))])
+        return self._timed(self._candidates(self._enabler(Command.RD))[0])
