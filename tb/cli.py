@@ -567,6 +567,21 @@ _CHECK_HELP = (
 # -- patton rtl coverage ---------------------------------------------------------------------
 
 
+def _coverage_player(timing: str, out: _Output) -> SchedulePlayer:
+    """The 64-row channel built with Verilator line and toggle coverage (saying when it
+    builds), the build's output sent to ``out``."""
+    from patton.hw.params import ChannelParams
+    from patton.tb.player import SchedulePlayer
+
+    params = ChannelParams(rows=DEFAULT_ROWS)
+    if not SchedulePlayer.cached(params, timing=timing, coverage=True):
+        log = "" if out.verbose else f" (log: {out.log})"
+        print(f"building the RTL channel with line and toggle coverage (rows {DEFAULT_ROWS}): "
+              f"about two minutes, cached under build/{log}", file=sys.stderr, flush=True)
+    with out():
+        return SchedulePlayer(params, timing=timing, coverage=True)
+
+
 def _coverage(args: argparse.Namespace) -> int:
     try:
         return _coverage_checked(args)
@@ -593,8 +608,12 @@ def _coverage_checked(args: argparse.Namespace) -> int:
     except OSError as error:
         return _error(f"--out {folder}: cannot write there ({error.strerror})", args.json)
     out = _Output("coverage", args.verbose)
-    play = _tool("building the RTL channel", out,
-                 lambda: _player(DEFAULT_ROWS, None, args.timing, out))
+    if args.code:
+        play = _tool("building the RTL channel with coverage", out,
+                     lambda: _coverage_player(args.timing, out))
+    else:
+        play = _tool("building the RTL channel", out,
+                     lambda: _player(DEFAULT_ROWS, None, args.timing, out))
     stream = os.fdopen(os.dup(2), "w")  # the progress bar, past the simulator's redirection
     bar = tqdm(total=None, unit=" bins", file=stream, disable=args.json or None,
                desc="coverage", leave=False)
@@ -605,8 +624,12 @@ def _coverage_checked(args: argparse.Namespace) -> int:
         bar.n = figures["bins_hit"]
         bar.set_postfix_str(f"{figures['commands']:,} commands", refresh=True)
 
+    counts: list[Path] = []
+
     def run():
         with out(), Session(play, "rtl-coverage") as session:
+            if session.coverage_path is not None:
+                counts.append(session.coverage_path)
             return close(session, seed=args.seed, least=args.commands, budget=args.budget,
                          timing=play.timing, mix=Mix(targeted=args.targeted),
                          progress=progress)
@@ -617,19 +640,35 @@ def _coverage_checked(args: argparse.Namespace) -> int:
         bar.close()
         stream.close()
     figures = coverage_report.figures(result)
+    code_line = ""
+    if counts:
+        from patton.tb import code_coverage
+
+        kept = folder / "coverage.dat"
+        try:
+            counts[0].replace(kept)
+            points = code_coverage.read(kept)
+        except (OSError, ValueError) as error:
+            return _error(f"the coverage build's counts ({counts[0]}): {error}; "
+                          f"{out.where()}", args.json)
+        (folder / "code-coverage.md").write_text(coverage_report.code_markdown(points))
+        (folder / "coverage.info").write_text(code_coverage.lcov(points))
+        figures["code"] = coverage_report.code_figures(points)
+        code_line = coverage_report.code_summary(points)
     (folder / "coverage.md").write_text(coverage_report.markdown(result))
     (folder / "coverage.json").write_text(json.dumps(figures, indent=1) + "\n")
     result.monitor.export(str(folder / "coverage.xml"))
     if args.json:
         _emit({**figures, "out": str(folder), "timing": args.timing})
     else:
-        for line in coverage_report.summary(result):
+        for line in coverage_report.summary(result) + ([code_line] if code_line else []):
             print(line)
         for group, bins in result.monitor.holes().items():
             print(f"hole       {group}: {', '.join(bins)}")
         for found in result.scoreboard.found[:_SHOW]:
             print(f"mismatch   {found}")
-        print(f"report     {folder / 'coverage.md'} (and coverage.json, coverage.xml)")
+        extra = ", code-coverage.md, coverage.info, coverage.dat" if code_line else ""
+        print(f"report     {folder / 'coverage.md'} (and coverage.json, coverage.xml{extra})")
     return 0 if result.ok else 1
 
 
@@ -695,6 +734,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     cov.add_argument("--targeted", type=fraction, default=Mix().targeted, metavar="SHARE",
                      help="share of the steps aimed at bins not hit yet (default "
                           f"{Mix().targeted}; 0: plain constrained random)")
+    cov.add_argument("--code", action="store_true",
+                     help="run on a Verilator build with line and toggle coverage (about two "
+                          "minutes to build the first time) and report code coverage too: "
+                          "code-coverage.md, coverage.info (lcov), coverage.dat")
     cov.add_argument("--json", action="store_true", help="print one JSON object")
     cov.add_argument("-v", "--verbose", action="store_true",
                      help="show the make/Verilator/cocotb output (default: into a log file "

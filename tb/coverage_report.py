@@ -3,15 +3,18 @@
 :func:`markdown` writes what ``patton rtl coverage`` saves as ``coverage.md`` (and prints the
 summary of): the figures, one table per counted cover group (the timing groups side by side, one
 row per rule), the unreachable bins with their reasons, the holes, and the scoreboard's verdict.
-:func:`figures` is the JSON object.
+:func:`figures` is the JSON object. With ``--code``, :func:`code_markdown` writes
+``code-coverage.md`` from the coverage build's counts (``patton.tb.code_coverage``): the
+per-module table and every line point no command reached, with its Verilog source line.
 """
 
 from __future__ import annotations
 
+from patton.tb import code_coverage
 from patton.tb.closure import Closure
 from patton.tb.coverage import Group
 
-__all__ = ["figures", "summary", "markdown"]
+__all__ = ["figures", "summary", "markdown", "code_figures", "code_summary", "code_markdown"]
 
 
 def figures(run: Closure) -> dict:
@@ -107,4 +110,60 @@ def markdown(run: Closure, title: str = "RTL functional coverage") -> str:
     found = run.scoreboard.found
     if found:
         out += ["## Discrepancies (first 50)", ""] + [f"- {d}" for d in found[:50]] + [""]
+    return "\n".join(out)
+
+
+def code_figures(points: list[code_coverage.Point]) -> dict:
+    """The code coverage figures: the total and every report row, hit and total per kind."""
+    def row(r: code_coverage.ModuleSummary) -> dict:
+        return {"modules": r.modules, "lines": r.lines, "lines_hit": r.lines_hit,
+                "branches": r.branches, "branches_hit": r.branches_hit,
+                "toggles": r.toggles, "toggles_hit": r.toggles_hit}
+    rows = code_coverage.summarise(points)
+    artefacts, _ = _branches(points)
+    return {**row(rows[-1]), "branch_artefacts": len(artefacts),
+            "by_module": {r.module: row(r) for r in rows[:-1]}}
+
+
+def code_summary(points: list[code_coverage.Point]) -> str:
+    """The one line the command prints."""
+    t = code_coverage.summarise(points)[-1]
+    return (f"code coverage: lines {t.lines_hit:,}/{t.lines:,} ({t.line_percent:.1f} %), "
+            f"branches {t.branches_hit:,}/{t.branches:,} ({t.branch_percent:.1f} %), "
+            f"toggles {t.toggles_hit:,}/{t.toggles:,} ({t.toggle_percent:.1f} %)")
+
+
+#: What Yosys's Verilog back end writes at the top of a process: ``if ($auto$...) begin end``,
+#: a branch on a constant-zero wire that no input can take.
+_ARTEFACT = "$auto$verilog_backend"
+
+
+def _branches(points: list[code_coverage.Point]) -> tuple[list, list]:
+    """Branch points not reached: (Yosys's empty ``if`` artefacts, the others)."""
+    missed = code_coverage.uncovered(points, "branch")
+    return ([m for m in missed if _ARTEFACT in m.source],
+            [m for m in missed if _ARTEFACT not in m.source])
+
+
+def code_markdown(points: list[code_coverage.Point], title: str = "RTL code coverage") -> str:
+    """The code coverage report: the per-module table, the line points never reached with
+    their source, and the branch points never taken (Yosys's empty ``if`` artefacts counted,
+    the others listed)."""
+    missed = code_coverage.uncovered(points, "line")
+    artefacts, branches = _branches(points)
+    out = [f"# {title}", "", f"- {code_summary(points)}",
+           f"- of the {len(artefacts) + len(branches)} branch points not taken, "
+           f"{len(artefacts)} are the empty `if ({_ARTEFACT}...) begin end` Yosys writes at "
+           "the top of each process (a constant-zero condition no input can take)", "",
+           "Verilator `--coverage-line --coverage-toggle` over the coverage-closure stimulus. "
+           "A point counts once per module, hit when any instance hit it; numbered copies "
+           "(`bank*`, `mac*`) are one row, their points added.", "",
+           code_coverage.table(code_coverage.summarise(points))]
+    for name, rows in ((f"Line points not reached ({len(missed)})", missed),
+                       (f"Other branch points not taken ({len(branches)})", branches)):
+        out += [f"## {name}", ""]
+        out += (_table(["module", "line", "source"],
+                       [[m.module, m.line, f"`{m.source}`".replace("|", "\\|")
+                         if m.source else ""] for m in rows])
+                if rows else ["None.", ""])
     return "\n".join(out)

@@ -57,6 +57,11 @@ DRAIN = _DRAIN = max(TIMING.latency.values()) + DRAIN_MARGIN
 #: ``-O2`` replaces the C++ default ``-Os`` of ``verilated.mk``.
 _BUILD_ARGS = ("-Wno-fatal", "-Wno-lint", "-Wno-style", "-O3", "--no-public-flat-rw",
                "-CFLAGS", "-O2")
+#: Verilator options of a coverage build (``coverage=True``): line and toggle coverage points,
+#: counted in the simulator and written when it exits (``patton.tb.code_coverage`` reads them).
+#: ``-O0`` (the last ``-O`` counts): a counter per signal bit makes the C++ five times bigger,
+#: and g++ -O2 spends over 15 minutes on it (two cores), -O0 under two.
+_COVERAGE_ARGS = ("--coverage-line", "--coverage-toggle", "-CFLAGS", "-O0")
 #: Simulator environment: no pytest assertion rewriting of the modules the cocotb test imports
 #: (the player's test asserts nothing); it halves the simulator's start-up.
 _SIM_ENV = {"COCOTB_REWRITE_ASSERTION_FILES": ""}
@@ -95,15 +100,20 @@ class SchedulePlayer:
             commands (a cocotb test inside the simulator uses it for its driver).
         timing: the timing profile (name or table) the RTL's timing checker is generated
             from (default ``aimsim-0f28a07``); ``timing`` holds the compiled table.
+        coverage: build with Verilator line and toggle coverage (its own build folder,
+            suffix ``-cov``); each session's simulator writes its counts to
+            :attr:`Session.coverage_path <patton.tb.session.Session.coverage_path>` when it
+            exits (:mod:`patton.tb.code_coverage` reads them).
     """
 
     def __init__(self, params: ChannelParams | None = None, *,
                  waves: str | None = None, build: bool = True,
-                 timing: Timing = DEFAULT_PROFILE) -> None:
+                 timing: Timing = DEFAULT_PROFILE, coverage: bool = False) -> None:
         if waves not in (None, "vcd", "fst"):
             raise ValueError(f"waves must be None, 'vcd' or 'fst', not {waves!r}")
         self.params = params if params is not None else ChannelParams(rows=64)
         self.waves = waves
+        self.coverage = coverage
         self.timing = timing_table(timing)
         self._cmd = _offsets(command_layout(self.params))
         split = {"data": (_HEAD_BITS, _DATA_BITS),
@@ -137,20 +147,22 @@ class SchedulePlayer:
 
     def _args(self) -> list[str]:
         return list(_BUILD_ARGS) + (["--trace-fst", *fst.build_args()]
-                                    if self.waves == "fst" else [])
+                                    if self.waves == "fst" else []) + (
+            list(_COVERAGE_ARGS) if self.coverage else [])
 
     def _where(self, generated: list[Path], make: bool = True) -> Path:
         flags = hashlib.sha256(" ".join(self._args()).encode()).hexdigest()[:6]
-        name = f"{_PLAYER_TOP}-{flags}" + (f"-{self.waves}" if self.waves else "")
+        name = f"{_PLAYER_TOP}-{flags}" + (f"-{self.waves}" if self.waves else "") + (
+            "-cov" if self.coverage else "")
         return build_dir(name, *generated) if make else build_dir_path(name, *generated)
 
     @classmethod
     def cached(cls, params: ChannelParams, *, waves: str | None = None,
-               timing: Timing = DEFAULT_PROFILE) -> bool:
+               timing: Timing = DEFAULT_PROFILE, coverage: bool = False) -> bool:
         """True when the simulator for these parameters is already built under ``build/``
         (its Verilog emitted from today's sources and the Verilator build of that Verilog
         made), so that a player for them starts in seconds."""
-        probe = cls(params, waves=waves, build=False, timing=timing)
+        probe = cls(params, waves=waves, build=False, timing=timing, coverage=coverage)
         files = probe._verilog_files()
         if not all(f.exists() for f in files):
             return False
@@ -214,9 +226,11 @@ class SchedulePlayer:
         return self._build
 
     def plusargs(self, work: Path) -> list[str]:
-        """The simulator plusargs of a replay in folder ``work`` (stream, results, mats)."""
+        """The simulator plusargs of a replay in folder ``work`` (stream, results, mats; the
+        coverage counts of a coverage build)."""
         return [f"+SCHEDULE={work / 'schedule.fifo'}", f"+RESULTS={work / 'results.fifo'}",
-                f"+MATS={work / 'mats.hex'}", f"+DRAIN={_DRAIN}"]
+                f"+MATS={work / 'mats.hex'}", f"+DRAIN={_DRAIN}"] + (
+            [f"+verilator+coverage+file+{work / 'coverage.dat'}"] if self.coverage else [])
 
     # -- packing ---------------------------------------------------------------------------
 

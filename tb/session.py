@@ -92,6 +92,10 @@ class Session:
             simulator is declared hung, killed and reported.
         start_timeout: seconds the simulator may take to open its files.
 
+    A coverage build's simulator (``SchedulePlayer(coverage=True)``) writes its counts to
+    :attr:`coverage_path` (``coverage.dat`` in the session's folder) when it exits: after
+    :meth:`close` (``None`` for other builds).
+
     Invariants: :attr:`offset` is the channel cycle the next schedule's cycle 0 is replayed
     at; after a segment it is the end line's cycle plus ``TIMING.quiet``. Cycles in the
     returned :class:`PlayResult` are the schedule's own (offset removed).
@@ -109,11 +113,12 @@ class Session:
         self.results_path = self.work / "results.fifo"
         self.mats_path = self.work / "mats.hex"
         self.log_path = self.work / "sim.log"
+        self.coverage_path = self.work / "coverage.dat" if player.coverage else None
         if any(other.work == self.work for other in _LIVE):
             raise ValueError(f"a live session already runs in {self.work}; give this one "
                              "another name")
-        for path in (self.schedule_path, self.results_path, self.mats_path):
-            if path.exists() or path.is_symlink():
+        for path in (self.schedule_path, self.results_path, self.mats_path, self.coverage_path):
+            if path is not None and (path.exists() or path.is_symlink()):
                 path.unlink()
         os.mkfifo(self.schedule_path)
         os.mkfifo(self.results_path)

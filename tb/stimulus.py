@@ -13,7 +13,12 @@ to close) at the earliest cycle every timing rule allows. A share of the steps i
 - ``boundary``: issued exactly at a chosen rule's minimum gap while a rule with a larger gap
   still runs;
 - ``violation``: one cycle short of a chosen rule's minimum gap;
-- ``slack``: idle cycles after the earliest legal cycle.
+- ``slack``: idle cycles after the earliest legal cycle;
+- ``special``: a write whose words are half special values (zeros, infinities, NaNs,
+  subnormals, extreme exponents); and a segment whose writes are half of one magnitude class
+  in every lane (the smallest normals, the largest, near one), so that a MAC's operands are
+  both of it. The MAC and readout special cases (underflow, overflow, rounding up to
+  infinity) run.
 
 Given a :class:`~patton.tb.coverage.CoverageMonitor`, ``targeted`` steps aim at its holes: a
 rule's boundary (met alone, or with every other rule met) or violation not yet seen (the rule's
@@ -53,6 +58,16 @@ _COL_LIMIT = 1 << 8  # its column field
 _COMMANDS = tuple(sorted(IMPLEMENTED))
 #: Commands whose operand CFR BROADCAST selects (issued under both values).
 _CAST = frozenset({Command.MAC, Command.MAC16})
+#: bfloat16 patterns at the edges of the datapath (``docs/numerics.md``): signed zeros,
+#: infinities, NaNs (quiet, signalling-like, negative), subnormals (flushed to zero), the
+#: smallest and largest normals, and exponents far apart (alignment shifts, overflow).
+_SPECIAL = np.array([0x0000, 0x8000, 0x7F80, 0xFF80, 0x7FC0, 0x7F81, 0xFFC1, 0x0001, 0x807F,
+                     0x0080, 0x8080, 0x7F7F, 0xFF7F, 0x7F00, 0x0100, 0x3F80, 0x4B00],
+                    dtype=np.uint16)
+#: Magnitude classes of a segment's writes, as bfloat16 bit ranges without the sign:
+#: the smallest normals (products underflow binary32), the largest (sums overflow or round up
+#: to infinity), near one (exact sums).
+_CLASSES = ((0x0080, 0x0100), (0x7F00, 0x7F80), (0x3F70, 0x3F90))
 #: Chance that a drawn command of the other register mode is redrawn from the current one's
 #: (the mode would otherwise flip on most steps).
 _STAY = 0.85
@@ -68,9 +83,11 @@ class Mix:
     violation: float = 0.12  # one cycle short of a chosen rule's gap
     slack: float = 0.15  # 1-40 idle cycles after the earliest legal cycle
     targeted: float = 0.5  # aimed at a hole of the monitor (when one is given)
+    special: float = 0.1  # a write with special words; a segment of one magnitude class
 
     def __post_init__(self) -> None:
-        for name in ("protocol", "rejected", "boundary", "violation", "slack", "targeted"):
+        for name in ("protocol", "rejected", "boundary", "violation", "slack", "targeted",
+                     "special"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"Mix.{name} = {value} is not a probability")
@@ -80,7 +97,7 @@ class Mix:
 
     @classmethod
     def legal(cls) -> Mix:
-        """No mutation: every schedule passes ``verify``."""
+        """No mutation: every schedule passes ``verify`` (payloads may still be special)."""
         return cls(0.0, 0.0, 0.0, 0.0, 0.15, 0.0)
 
 
@@ -113,6 +130,7 @@ class Stimulus:
         self.checker = Checker(device, self.timing)
         self.now = -1
         self._reads: list[int] = []  # return cycles of the RDs of this segment
+        self._class: tuple[int, int] | None = None  # magnitude class of this segment's writes
         self._holes: dict[str, list[str]] = {}
         self._rules = {r.id: r for r in self.timing.rules}
         self._latency = self.timing.latency
@@ -124,6 +142,9 @@ class Stimulus:
         self.checker.forget()
         self.now = -1
         self._reads = []
+        self._class = None
+        if self.rng.random() < self.mix.special:
+            self._class = _CLASSES[int(self.rng.integers(len(_CLASSES)))]
         self._holes = self.monitor.holes() if self.monitor is not None else {}
         out = []
         for _ in range(n):
@@ -164,8 +185,17 @@ class Stimulus:
               broadcast: int = 0) -> TimedCommand:
         payload = None
         if command in PAYLOAD:
-            words = self.rng.standard_normal(self.device.lanes).astype(np.float32)
+            lanes, rng = self.device.lanes, self.rng
+            words = rng.standard_normal(lanes).astype(np.float32)
             payload = (words.view(np.uint32) >> 16).astype(np.uint16)
+            if self._class is not None and rng.random() < 0.5:
+                # a word of the segment's magnitude class in every lane (random signs)
+                low, high = self._class
+                payload = (rng.integers(low, high, size=lanes)
+                           | (rng.integers(0, 2, size=lanes) << 15)).astype(np.uint16)
+            elif rng.random() < self.mix.special:  # some words special
+                pick = rng.random(lanes) < 0.5
+                payload[pick] = _SPECIAL[rng.integers(len(_SPECIAL), size=int(pick.sum()))]
         cfr = (broadcast,) + _RESET[1:] if broadcast else ()
         return TimedCommand(0, 0, command, bank, row, col, payload=payload, cfr=cfr)
 

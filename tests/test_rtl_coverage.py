@@ -78,3 +78,34 @@ def test_coverage_refuses_bad_options(capsys, tmp_path):
     blocker.write_text("")
     assert main(["rtl", "coverage", "--out", str(blocker / "sub")]) == 2
     assert "cannot write there" in capsys.readouterr().err
+
+
+def test_code_coverage_of_the_closure_run(capsys, tmp_path):
+    """One run on the coverage build: functional closure, and every module's code coverage."""
+    from patton.tb.code_coverage import module_group, read
+
+    status = main(["rtl", "coverage", "--code", "--commands", "8000", "--out", str(tmp_path),
+                   "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert status == 0 and report["closed"] and report["agree"]
+    code = report["code"]
+    rows = code["by_module"]
+    assert {"patton_channel", "patton_channel.bank*", "patton_channel.bank*.mat",
+            "patton_channel.mac*", "patton_channel.checker", "patton_channel.decoder",
+            "patton_channel.gb", "patton_channel.readout*"} <= set(rows)
+    assert code["lines_hit"] / code["lines"] > 0.95 and code["toggles_hit"] > 0
+    # the stimulus refuses commands and breaks rules: every decoder error arm, every checker
+    # rule branch and every line of the channel top, the banks and the checker run
+    for module in ("patton_channel", "patton_channel.bank*", "patton_channel.checker",
+                   "patton_channel.decoder"):
+        assert rows[module]["lines_hit"] == rows[module]["lines"], module
+    assert rows["patton_channel.checker"]["branches_hit"] > 0.8 * rows[
+        "patton_channel.checker"]["branches"]
+    # the branch points not taken are Yosys's empty ``if`` artefacts, or the testbench's
+    missed = code["branches"] - code["branches_hit"] - code["branch_artefacts"]
+    assert 0 <= missed <= 16
+    points = read(tmp_path / "coverage.dat")
+    assert {module_group(p.module) for p in points} >= set(rows) - {"total"}
+    info = (tmp_path / "coverage.info").read_text()
+    assert info.count("end_of_record") == 3  # patton_channel.v, patton_mat.v, player.v
+    assert "## Line points not reached" in (tmp_path / "code-coverage.md").read_text()
