@@ -63,6 +63,7 @@ def _aim_run(args: argparse.Namespace) -> int:
     model = CycleModel(timing=args.timing, record=wants_schedule,
                        group=not args.no_group, skip=not args.per_cycle,
                        native=not (args.python or args.per_cycle),
+                       frontend=args.frontend.replace("-", "_"),
                        progress=_progress if show else None)
     start = time.perf_counter()
     result = model.run(program)
@@ -81,6 +82,7 @@ def _aim_run(args: argparse.Namespace) -> int:
     report = {
         "trace": str(args.trace),
         "timing": model.timing.name,
+        "frontend": args.frontend,
         "cycles": result.cycles,
         "time_ns": result.cycles * model.device.cycle_ns,
         "commands": result.commands,
@@ -310,6 +312,10 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--per-cycle", action="store_true",
                      help="run the Python model ticking every controller every cycle (much "
                           "slower, same result)")
+    run.add_argument("--frontend", choices=("shared", "per-channel"), default="shared",
+                     help="how host instructions are decoded: one per cycle for all channels "
+                          "(shared, the public simulator's; default) or one per cycle per "
+                          "channel (per-channel; docs/cycle-model.md)")
     run.add_argument("--progress", action="store_true",
                      help="report progress on stderr (default when stderr is a terminal)")
     run.add_argument("--readouts", metavar="FILE",

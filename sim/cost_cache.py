@@ -12,7 +12,9 @@ programs.
 
 :class:`CostCache` keys each program on those fields with its rows renamed in order of first
 appearance (start state first), so the key holds the pattern of equal rows and not the rows;
-the end state is stored renamed and mapped back through the program's own rows. Keys are
+the end state is stored renamed and mapped back through the program's own rows. The model's
+front end (``CycleModel(frontend=...)``) is part of the key: a program costs differently
+under the shared and the per-channel one. Keys are
 SHA-256 digests of the canonical arrays. ``check`` re-simulates a random share of hits in full
 and raises :class:`CostMismatch` if anything differs: the test suite runs it on every hit.
 """
@@ -120,6 +122,7 @@ class CostCache:
         renamed = np.full(len(values), -1, dtype=np.int64)
         renamed[real] = rank[inverse.reshape(-1)]
         digest = hashlib.sha256()
+        digest.update(self.model.frontend.encode() + b"\0")
         digest.update(np.int64(decoded.n).tobytes())
         for name in KEYED:
             digest.update(getattr(decoded, name).tobytes())

@@ -27,6 +27,9 @@ with plain cycle-by-cycle simulation:
 ``group``
     Channels that receive the same requests in the same cycles are simulated once; a group is
     split the first time an instruction targets only part of it.
+
+The front end above (``frontend="shared"``, the default) is the public simulator's. The opt-in
+``frontend="per_channel"`` gives every channel a decoder of its own (:class:`CycleModel`).
 """
 
 from __future__ import annotations
@@ -47,7 +50,10 @@ from patton.sim.program import OP_ID, Program
 from patton.sim.schedule import TimedCommand
 from patton.sim.timing import DEFAULT_PROFILE, Timing, timing_table
 
-__all__ = ["CycleModel", "DeviceState", "RunResult", "run"]
+__all__ = ["CycleModel", "DeviceState", "RunResult", "run", "FRONTENDS"]
+
+#: The front ends a :class:`CycleModel` can decode the program with.
+FRONTENDS = native.FRONTENDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,12 +120,47 @@ class CycleModel:
         native: run on the compiled kernel (:mod:`patton.sim.native`; exact, honours
             ``group``; ``skip`` does not apply, the kernel ticks every busy controller each
             cycle). Off runs the Python model, with ``skip`` and ``group``.
+        frontend: how host instructions are decoded (:data:`FRONTENDS`).
+
+            ``"shared"`` (the default) is the public simulator's AiM DMA, exact against it: one
+            decoder for all channels, one instruction per cycle, held while any send of it is
+            refused or a blocking instruction is outstanding (module docstring).
+
+            ``"per_channel"`` (opt-in; not the public simulator) gives every channel its own
+            decoder. In each cycle each channel takes the next instruction of the program, in
+            program order, that addresses it, under the shared decoder's rules applied to
+            that channel alone: one instruction per cycle; a send its controller refuses is
+            retried every cycle and the channel takes nothing else until it passes (the
+            instruction retires in the cycle the retry passes, and the next is taken the
+            cycle after). An instruction addresses the channels of its mask (``R/W MEM``: its
+            channel); a multicast one is taken by each of them independently, each when it is
+            ready. Lines with no DRAM work (``W CFR``, GPR lines, EWADD) and instructions
+            whose mask selects no channel of the device address every channel and cost each
+            one decode cycle, as they cost the shared decoder one. ``W CFR`` values apply in
+            program order (each instruction is decoded under the CFRs the lines before it
+            set), as they do under the shared decoder.
+
+            The instructions the shared decoder waits at (for their callbacks) order the
+            channels for the program's sake and stay barriers: taken by every channel of the
+            device, and no channel takes anything after one until it falls. SYNC and EOC:
+            each channel sends its request when it takes them; the barrier falls when every
+            channel has called back (the run ends in the cycle of the last EOC callback).
+            RD_MAC and RD_AF (which fill host GPRs that later instructions, for any channel,
+            may read): the read is sent, by its channels, in the cycle the last channel takes
+            it, i.e. once every instruction before it has gone out everywhere, as the shared
+            DMA sends it; the barrier falls when all its callbacks came. So a program whose
+            DRAM instructions all address the same one channel, or (from a start state alike
+            on every channel) all address every channel, runs exactly as under ``"shared"``.
     """
 
     def __init__(self, device: Device = DEVICE, timing: Timing = DEFAULT_PROFILE, *,
                  record: bool = False, skip: bool = True, group: bool = True,
-                 drain: bool = False, native: bool = True,
+                 drain: bool = False, native: bool = True, frontend: str = "shared",
                  progress: Callable[[int, int, int], None] | None = None) -> None:
+        if frontend not in FRONTENDS:
+            raise ValueError(f"unknown front end {frontend!r} (choices: "
+                             f"{', '.join(FRONTENDS)})")
+        self.frontend = frontend
         self.device = device
         self.timing = timing_table(timing)  # the compiled table (an unknown name raises here)
         self.record = record
@@ -207,17 +248,77 @@ class _Run:
             ctl = ChannelController(m, dev, model.timing, model.record)
             ctl.resume(list(starts[m[0]][0]), starts[m[0]][1])
             self.controllers.append(ctl)
+        self.per_channel = model.frontend == "per_channel"
+        self._ticking: ChannelController | None = None  # the controller being ticked
+        if self.per_channel:
+            self._front_end(program)
         self.cycles = self._simulate()
+
+    def _front_end(self, program: list[Instruction]) -> None:
+        """Set up the per-channel decoders: one per controller, and what each line addresses.
+
+        ``targets[pos]`` is the channel bit set instruction ``pos`` sends DRAM requests to, 0
+        for a line that addresses every channel (no DRAM work, SYNC, EOC, an empty target
+        set); ``ordered[pos]`` marks the blocking reads (RD_MAC, RD_AF) with targets, where
+        every channel synchronises; ``cfr_at[pos]`` holds the CFRs it is decoded under
+        (program order).
+        """
+        self.program = program
+        self.fronts: dict[ChannelController, _Front] = {
+            ctl: _Front(sum(1 << m for m in ctl.members)) for ctl in self.controllers}
+        everything = (1 << self.model.device.channels) - 1
+        self.targets: list[int] = []
+        self.ordered: list[bool] = []
+        self.cfr_at: list[tuple[int, ...]] = []
+        for ins in program:
+            self.cfr_at.append(tuple(self.cfr[c] for c in Cfr))
+            if ins.opcode == Opcode.WR_CFR:
+                self.cfr[Cfr(ins.cfr)] = ins.value
+            bits = 0
+            if ins.opcode.info.final is not None and ins.opcode not in (Opcode.SYNC,
+                                                                        Opcode.EOC):
+                for c in ins.channels():
+                    bits |= 1 << c
+            self.targets.append(bits & everything)
+            self.ordered.append(bool(bits & everything) and ins.opcode.info.blocking)
+        self.arrived = 0  # channels at the barrier: taken (a read) or called back (SYNC, EOC)
+        self.callbacks = 0  # callbacks the barrier at a blocking read still waits for
+        self.due = -1  # a blocking read every channel took in this cycle, to send
 
     # -- decode ------------------------------------------------------------------------------
 
     def _receive(self, req: Request, n: int) -> None:
+        if self.per_channel:
+            self._receive_each(req, n)
+            return
         self.stalled -= n
         if self.stalled == 0:
             head = self.queue.popleft()
             self.progress = True
             if head.opcode == Opcode.EOC:
                 self.finished = True
+
+    def _receive_each(self, req: Request, n: int) -> None:
+        """A callback under the per-channel front end: ``n`` channels answered for the SYNC or
+        EOC, or for the blocking read, every decoder waits at."""
+        if req.sync:
+            self.arrived += n
+            if self.arrived == self.model.device.channels:
+                self._release(req.final == int(Command.EOC))
+            return
+        self.callbacks -= n
+        if self.callbacks == 0:
+            self._release(False)
+
+    def _release(self, end: bool) -> None:
+        """Let every decoder past the barrier it waits at (``end``: the EOC)."""
+        self.arrived = 0
+        for front in self.fronts.values():
+            front.head += 1
+            front.waiting = False
+        self.progress = True
+        if end:
+            self.finished = True
 
     def _targets(self, channels: list[int]) -> list[ChannelController]:
         """Return the controllers for ``channels``, splitting groups that are partly targeted."""
@@ -269,20 +370,8 @@ class _Run:
                 ok &= self._send(ctl, req, k)
                 self.stalled += len(ctl.members)
             return ok
-        if info.conventional:
-            kind = Kind.READ if info.final == Command.RD else Kind.WRITE
-        else:
-            kind = Kind.AIM
-        bank = ins.bank if ins.bank is not None else -1
-        row = ins.row if ins.row is not None else -1
-        if op == Opcode.AF:
-            row = AF_ROW_BASE + self.cfr[Cfr.AFM]
-        if op in (Opcode.RD_MEM, Opcode.WR_MEM):
-            first_col = ins.col if ins.col is not None else -1
-        else:
-            first_col = ins.start_col
-        reader = kind == Kind.READ or info.blocking
         cfr = tuple(self.cfr[c] for c in Cfr)
+        kind, bank, row, first_col, reader = _fields(ins, cfr)
         ok = True
         targets = self._targets(ins.channels())
         final = int(info.final)
@@ -294,6 +383,32 @@ class _Run:
                 ok &= self._send(ctl, req, k)
                 if info.blocking:
                     self.stalled += len(ctl.members)
+        return ok
+
+    def _decode_each(self, ctl: ChannelController, pos: int, k: int) -> bool:
+        """Send instruction ``pos``'s requests to ``ctl`` alone (per-channel front end); return
+        True if all were accepted."""
+        ins = self.program[pos]
+        op = ins.opcode
+        info = op.info
+        banks_per_group = self.model.device.banks_per_group
+        if info.final is None:  # W CFR (applied in program order), EWADD, GPR lines
+            return True
+        if op in (Opcode.SYNC, Opcode.EOC):
+            req = Request(Kind.AIM, int(info.final), -1, -1, -1, False, True, True, ins, 0,
+                          banks_per_group, pos=pos)
+            return self._send(ctl, req, k)
+        if not self.targets[pos] & self.fronts[ctl].bits:  # an instruction for no channel
+            return True
+        cfr = self.cfr_at[pos]
+        kind, bank, row, first_col, reader = _fields(ins, cfr)
+        final = int(info.final)
+        ok = True
+        for i in range(ins.columns):
+            col = first_col + i if first_col >= 0 else -1
+            req = Request(kind, final, bank, row, col, info.reg_mode, info.blocking, reader,
+                          ins, i, banks_per_group, cfr, pos)
+            ok &= self._send(ctl, req, k)
         return ok
 
     def _dma(self, k: int) -> None:
@@ -324,6 +439,77 @@ class _Run:
             if self._decode(self.queue[0], k) and self.stalled == 0:
                 self.queue.popleft()
 
+    def _dma_each(self, k: int) -> None:
+        """Run the per-channel front end's part of memory-system cycle ``k``: each controller
+        retries its refused sends, else takes its next instruction (splitting itself when that
+        addresses only some of its channels: the others skip it and take their next one, or,
+        at a barrier, wait at it too). A blocking read is sent, by its channels, in the cycle
+        the last channel takes it."""
+        ctls = self.controllers
+        targets, ordered, total = self.targets, self.ordered, self.total
+        split = False
+        i = 0
+        while i < len(ctls):  # parts split off in this cycle get their turn in it
+            ctl = ctls[i]
+            i += 1
+            front = self.fronts[ctl]
+            retried = False
+            if ctl.remaining:
+                if ctl.refused_at == ctl.changes:
+                    continue  # refused before and nothing changed since
+                retried = True
+                while ctl.remaining:
+                    if not ctl.send(ctl.remaining[0], k):
+                        ctl.refused_at = ctl.changes
+                        break
+                    self._wake(ctl, ctl.remaining.popleft(), k)
+                    self.progress = True
+            if front.waiting:
+                continue
+            if retried:
+                if not ctl.remaining:
+                    front.head += 1
+                    self.progress = True
+                continue
+            pos, bits = front.head, front.bits
+            while pos < total and targets[pos] and not ordered[pos] and not targets[pos] & bits:
+                pos += 1
+            front.head = pos
+            if pos == total:
+                continue
+            wanted = targets[pos]
+            if wanted & bits and wanted & bits != bits:
+                part = ctl.split([m for m in ctl.members if not wanted >> m & 1])
+                ctls.append(part)
+                self.fronts[part] = _Front(bits & ~wanted, pos if ordered[pos] else pos + 1)
+                front.bits = bits & wanted
+                split = True
+            self.progress = True
+            if ordered[pos]:  # the shared DMA's ordering: every channel takes it first
+                front.waiting = True
+                self.arrived += len(ctl.members)
+                if self.arrived == self.model.device.channels:
+                    self.due = pos
+            elif self.program[pos].opcode in (Opcode.SYNC, Opcode.EOC):
+                front.waiting = True  # held until every channel called back
+                self._decode_each(ctl, pos, k)
+            elif self._decode_each(ctl, pos, k):
+                front.head = pos + 1
+        if self.due >= 0:
+            pos, self.due, self.arrived = self.due, -1, 0
+            for ctl in ctls:
+                if self.fronts[ctl].bits & targets[pos]:
+                    self._decode_each(ctl, pos, k)
+                    self.callbacks += self.program[pos].columns * len(ctl.members)
+        if split:
+            ctls.sort(key=lambda c: c.members[0])
+
+    def _retired(self) -> int:
+        """Instructions every channel is past (for progress reports)."""
+        if self.per_channel:
+            return min(front.head for front in self.fronts.values())
+        return self.total - len(self.queue)
+
     def _retrying(self) -> bool:
         """Return True if the DMA holds refused sends (any controller change may admit them)."""
         return any(ctl.remaining for ctl in self.controllers)
@@ -334,6 +520,7 @@ class _Run:
         skip = self.model.skip
         receive = self._receive
         progress = self.model.progress
+        dma = self._dma_each if self.per_channel else self._dma
         total = len(self.queue)
         next_report = time.perf_counter() + 1.0
         k = 0
@@ -341,14 +528,15 @@ class _Run:
         while True:
             loops += 1
             if progress is not None and loops & 0xFFF == 0 and time.perf_counter() > next_report:
-                progress(total - len(self.queue), total, k)
+                progress(self._retired(), total, k)
                 next_report = time.perf_counter() + 1.0
             self.progress = False
-            self._dma(k)
+            dma(k)
             clk = k + 1
             changed = False
             for ctl in self.controllers:
                 if not skip or ctl.next_event <= clk:
+                    self._ticking = ctl
                     busy = ctl.tick(clk, receive)
                     ctl.plan(clk, busy)
                     changed |= busy
@@ -388,6 +576,37 @@ class _Run:
         end = DeviceState(tuple(rows), tuple(modes), tuple(self.cfr[c] for c in Cfr))
         return RunResult(self.cycles, dict(sorted(counts.items())), dict(sorted(states.items())),
                          schedule, end)
+
+
+class _Front:
+    """One controller's decoder under the per-channel front end."""
+
+    __slots__ = ("bits", "head", "waiting")
+
+    def __init__(self, bits: int, head: int = 0) -> None:
+        self.bits = bits  # the controller's channels, as a bit set
+        self.head = head  # the next instruction it may take (it skips those not for it)
+        self.waiting = False  # at a barrier (SYNC, EOC, a blocking read) until it falls
+
+
+def _fields(ins: Instruction, cfr: tuple[int, ...]) -> tuple[Kind, int, int, int, bool]:
+    """Buffer kind, bank, row, first column and reader flag of a DRAM instruction's requests,
+    decoded under the CFR values ``cfr`` (AF reads the LUT row of its mode)."""
+    op = ins.opcode
+    info = op.info
+    if info.conventional:
+        kind = Kind.READ if info.final == Command.RD else Kind.WRITE
+    else:
+        kind = Kind.AIM
+    bank = ins.bank if ins.bank is not None else -1
+    row = ins.row if ins.row is not None else -1
+    if op == Opcode.AF:
+        row = AF_ROW_BASE + cfr[Cfr.AFM]
+    if op in (Opcode.RD_MEM, Opcode.WR_MEM):
+        first_col = ins.col if ins.col is not None else -1
+    else:
+        first_col = ins.start_col
+    return kind, bank, row, first_col, kind == Kind.READ or info.blocking
 
 
 def _schedule(controllers: list[ChannelController]) -> list[TimedCommand]:
@@ -470,7 +689,7 @@ def _native(model: CycleModel, program: Program, listed: list[Instruction] | Non
         decoded = native.Decoded(program, {c: state.cfr[c] for c in Cfr}, dev.channels)
     out = native.run(decoded, dev, model.timing, _groups(starts, model.group),
                      state.open_rows, state.reg_mode, record=model.record, drain=model.drain,
-                     progress=report)
+                     frontend=model.frontend, progress=report)
     counts: dict[int, dict[str, int]] = {}
     states: dict[int, dict[str, int]] = {}
     rows: list[tuple[int, ...]] = [()] * dev.channels

@@ -130,15 +130,18 @@ class CycleExecutor:
             executor's ``timing`` is the compiled table.
         record: keep the timed schedule (``Result.schedule``; costs time on long programs).
         model: the functional model to keep in step (default: a fresh one of ``device``).
+        frontend: the cycle model's front end, ``"shared"`` (the public simulator's, the
+            default) or ``"per_channel"`` (:class:`~patton.sim.cycle_model.CycleModel`).
         **options: passed to :class:`~patton.sim.cycle_model.CycleModel` (``skip``,
-            ``group``, ``progress``).
+            ``group``, ``native``, ``progress``).
     """
 
     def __init__(self, device: Device = DEVICE, timing: Timing = DEFAULT_PROFILE, *,
                  record: bool = True, model: FunctionalModel | None = None,
-                 **options) -> None:
+                 frontend: str = "shared", **options) -> None:
         self.device = device
-        self.cycle_model = CycleModel(device, timing, record=record, drain=True, **options)
+        self.cycle_model = CycleModel(device, timing, record=record, drain=True,
+                                      frontend=frontend, **options)
         self.timing = self.cycle_model.timing
         self.model = model if model is not None else FunctionalModel(device)
         if self.model.device != device:

@@ -39,7 +39,8 @@ from patton.sim.isa import (
 from patton.sim.program import OP_ID, OPCODES, UNSET, Program
 from patton.sim.timing import TimingTable
 
-__all__ = ["KernelError", "KernelRun", "Decoded", "run", "library", "BUILD_ROOT"]
+__all__ = ["KernelError", "KernelRun", "Decoded", "run", "library", "BUILD_ROOT",
+           "FRONTENDS"]
 
 SOURCE = Path(__file__).resolve().parent / "native" / "cycle_kernel.c"
 #: Build outputs (git-ignored), shared with the Verilator builds of :mod:`patton.tb`.
@@ -50,6 +51,8 @@ BUILD_ROOT = Path(os.environ.get("PATTON_BUILD",
 STALL_LIMIT = 1 << 20
 
 _OP_NONE, _OP_CFR, _OP_SYNC, _OP_DRAM = range(4)
+#: The kernel's front ends, by the index it takes (``CycleModel(frontend=...)``).
+FRONTENDS = ("shared", "per_channel")
 _KIND_AIM, _KIND_READ, _KIND_WRITE = range(3)
 _ERRORS = {-1: "out of memory", -2: "stalled: no controller can make progress"}
 
@@ -69,7 +72,8 @@ class _Config(ctypes.Structure):
                                      "closing", "opening", "channel_scoped", "bank_preq",
                                      "all_rows_preq")] + \
                [(n, ctypes.c_int64) for n in ("act", "pre", "prea", "act16", "tmod", "wra16",
-                                             "eoc", "record", "drain", "stall_limit")]
+                                             "eoc", "record", "drain", "stall_limit",
+                                             "frontend")]
 
 
 class _Program(ctypes.Structure):
@@ -181,7 +185,7 @@ class _Tables:
         self.all_rows_preq = flags(lambda c: c in ALL_ROWS_COMMANDS)
         self.device = device
 
-    def config(self, record: bool, drain: bool) -> _Config:
+    def config(self, record: bool, drain: bool, frontend: str) -> _Config:
         dev = self.device
         return _Config(
             dev.channels, dev.banks, dev.banks_per_group, dev.bankgroups, len(Command),
@@ -190,7 +194,7 @@ class _Tables:
             _ptr(self.channel_scoped), _ptr(self.bank_preq), _ptr(self.all_rows_preq),
             int(Command.ACT), int(Command.PRE), int(Command.PREA), int(Command.ACT16),
             int(Command.TMOD), int(Command.WRA16), int(Command.EOC), int(record), int(drain),
-            STALL_LIMIT)
+            STALL_LIMIT, FRONTENDS.index(frontend))
 
 
 _tables: dict[tuple[Device, str], _Tables] = {}
@@ -328,16 +332,20 @@ class Decoded:
 
 def run(decoded: Decoded, device: Device, timing: TimingTable, groups: list[list[int]],
         open_rows: Sequence[Sequence[int]], reg_mode: Sequence[bool], *, record: bool,
-        drain: bool, progress: Callable[[int, int], None] | None = None) -> KernelRun:
+        drain: bool, frontend: str = "shared",
+        progress: Callable[[int, int], None] | None = None) -> KernelRun:
     """Simulate a decoded program (validated, ending with EOC) from the given start.
 
     ``groups`` are the channel groups that start alike, in order of their lowest channel;
+    ``frontend`` is one of :data:`FRONTENDS` (:class:`patton.sim.cycle_model.CycleModel`);
     ``progress(retired, cycle)`` is called every 2^20 cycles.
     """
+    if frontend not in FRONTENDS:
+        raise ValueError(f"unknown front end {frontend!r} (choices: {', '.join(FRONTENDS)})")
     if device.channels > 64:
         raise KernelError(f"the kernel simulates at most 64 channels, not {device.channels}")
     lib = library()
-    config = _tables_for(device, timing).config(record, drain)
+    config = _tables_for(device, timing).config(record, drain, frontend)
     prog = _Program(decoded.n, *(_ptr(getattr(decoded, n)) for n in COLUMNS[:6]),
                     _ptr(decoded.targets, _u64p),
                     *(_ptr(getattr(decoded, n)) for n in COLUMNS[6:]))

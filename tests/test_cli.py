@@ -394,3 +394,27 @@ def test_aim_run_kernel_failure_is_a_clear_error(traces_dir, capsys, monkeypatch
     assert "error: building the cycle kernel failed" in captured.err
     assert json.loads(captured.out)["error"].endswith("fatal: no disk")
     assert main(["aim", "run", path, "--python"]) == 0  # the Python model needs no kernel
+
+
+def test_aim_run_per_channel_frontend_decodes_channels_in_parallel(tmp_path, capsys):
+    import numpy as np
+    from patton.sim import trace
+    from patton.sim.executor import closed
+    from patton.sim.isa import Instruction, Opcode, channel_bit
+
+    words = np.arange(16, dtype=np.uint16)
+    program = [Instruction(Opcode.WR_SBK, gpr0=0, channel_mask=channel_bit(c), bank=b, row=1,
+                           col=0, data=words) for b in range(4) for c in range(32)]
+    path = tmp_path / "spread.trace"
+    trace.write(path, closed(program))
+    cycles = {}
+    for frontend in ("shared", "per-channel"):
+        assert main(["aim", "run", str(path), "--json", "--frontend", frontend]) == 0
+        report = json.loads(capsys.readouterr().out)
+        assert report["frontend"] == frontend and report["commands"] > 0
+        cycles[frontend] = report["cycles"]
+    # 128 one-channel writes: one decode per cycle for all channels, or per channel
+    assert cycles["per-channel"] < cycles["shared"]
+    with pytest.raises(SystemExit) as usage:
+        main(["aim", "run", str(path), "--frontend", "per_channel"])
+    assert usage.value.code == 2 and "per-channel" in capsys.readouterr().err

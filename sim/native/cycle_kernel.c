@@ -7,6 +7,9 @@
  * set the write mode; both are done when a send wakes it). Identical channels are simulated
  * once and split on a partial target, as in the Python model.
  *
+ * Two front ends decode the program (config ``frontend``): the shared AiM DMA (dma, decode)
+ * and the opt-in per-channel one (dma_each, decode_each), _Run._dma and _Run._dma_each.
+ *
  * Everything device- and timing-specific arrives as data from sim/native.py (the timing
  * table's rules in CSR form, latencies, command classes); nothing here names a timing value.
  * tests/test_cycle_model_native.py requires identical cycles, counts, statistics, schedules
@@ -35,6 +38,7 @@ typedef struct {
     const i64 *closing, *opening, *channel_scoped, *bank_preq, *all_rows_preq; /* [commands] */
     i64 act, pre, prea, act16, tmod, wra16, eoc;
     i64 record, drain, stall_limit;
+    i64 frontend; /* 0: the shared DMA; 1: a decoder per controller */
 } config_t;
 
 /* The program, one entry per instruction (decoded facts; rows of AF16 already resolved). */
@@ -88,6 +92,9 @@ typedef struct {
     i64 active_cycles, precharged_cycles, idle_cycles, clk;
     i64 idle_since; /* the clock of its last tick while holding work (0: none yet) */
     i64 wake;       /* the first clock at which a tick may change something (see plan) */
+    /* the per-channel front end's decoder (_Front) */
+    i64 head;       /* the next instruction it may take */
+    int waiting;    /* at a barrier (SYNC, EOC, a blocking read) until it falls */
 } ctl_t;
 
 typedef struct {
@@ -98,6 +105,10 @@ typedef struct {
     u64 busy;    /* bit i: controller i holds work or refused sends (it must be ticked) */
     i64 head;    /* the instruction at the queue's head */
     i64 stalled; /* callbacks the blocking head still waits for */
+    /* the per-channel front end (_Run._front_end) */
+    i64 arrived;   /* channels at the barrier: taken (a read) or called back (SYNC, EOC) */
+    i64 callbacks; /* callbacks the barrier at a blocking read still waits for */
+    i64 due;       /* a blocking read every channel took in this cycle, to send; else -1 */
     int finished, failed;
     record_t *records;
     i64 n_records, cap_records;
@@ -397,8 +408,32 @@ static void set_write_mode(ctl_t *c) {
     }
 }
 
-/* _Run._receive: ``n`` channels called back for the blocking head. */
-static void receive(run_t *run, i64 n) {
+/* _Run._release: every decoder past the barrier it waits at (``end``: the EOC). */
+static void release_all(run_t *run, int end) {
+    run->arrived = 0;
+    for (i64 i = 0; i < run->nctl; i++) {
+        run->ctls[i].head += 1;
+        run->ctls[i].waiting = 0;
+    }
+    if (end) run->finished = 1;
+}
+
+/* _Run._receive_each: the ``n`` channels of ``c`` called back for the barrier's SYNC or EOC
+ * (``sync``) or for its blocking read. */
+static void receive_each(run_t *run, ctl_t *c, int sync, i64 n) {
+    if (sync) {
+        run->arrived += n;
+        if (run->arrived == run->cfg->channels)
+            release_all(run, run->prog->final[c->head] == run->cfg->eoc);
+        return;
+    }
+    run->callbacks -= n;
+    if (run->callbacks == 0) release_all(run, 0);
+}
+
+/* _Run._receive: ``n`` channels (those of ``c``) called back for the blocking head. */
+static void receive(run_t *run, ctl_t *c, int sync, i64 n) {
+    if (run->cfg->frontend) { receive_each(run, c, sync, n); return; }
     run->stalled -= n;
     if (run->stalled == 0) {
         if (run->prog->final[run->head] == run->cfg->eoc
@@ -421,7 +456,7 @@ static int ctl_tick(run_t *run, ctl_t *c, i64 clk) {
         int32_t slot = list_at(&c->pending_reads, 0);
         req_t *r = &c->pool[slot];
         if (r->depart <= clk && (!r->sync || !list_len(&c->pending_writes))) {
-            if (r->callback) receive(run, c->nmembers);
+            if (r->callback) receive(run, c, r->sync, c->nmembers);
             list_pop_front(&c->pending_reads);
             release(c, slot, run);
             changed = 1;
@@ -538,6 +573,25 @@ static i64 plan(const ctl_t *c, const config_t *cfg, i64 clk) {
 /* -- the DMA -------------------------------------------------------------------------------- */
 
 
+/* Keep the controllers ordered by their lowest channel after splits (insertion sort: few
+ * moves), and the busy bits with them. */
+static void reorder(run_t *run) {
+    for (i64 i = 1; i < run->nctl; i++) {
+        ctl_t key = run->ctls[i];
+        i64 j = i - 1;
+        while (j >= 0 && lowest(run->ctls[j].members) > lowest(key.members)) {
+            run->ctls[j + 1] = run->ctls[j];
+            j--;
+        }
+        run->ctls[j + 1] = key;
+    }
+    run->busy = 0;  /* indices moved: bit i follows controller i */
+    for (i64 i = 0; i < run->nctl; i++) {
+        ctl_t *c = &run->ctls[i];
+        if (ctl_holding(c) || list_len(&c->remaining)) run->busy |= (u64)1 << i;
+    }
+}
+
 /* The controllers for ``targets``, splitting partly targeted groups (_Run._targets). */
 static int targets_of(run_t *run, u64 targets, i64 *out, i64 *nout) {
     i64 n = run->nctl;
@@ -558,23 +612,7 @@ static int targets_of(run_t *run, u64 targets, i64 *out, i64 *nout) {
             split = 1;
         }
     }
-    if (split) {
-        /* keep the controllers ordered by their lowest channel (insertion sort: few moves) */
-        for (i64 i = 1; i < run->nctl; i++) {
-            ctl_t key = run->ctls[i];
-            i64 j = i - 1;
-            while (j >= 0 && lowest(run->ctls[j].members) > lowest(key.members)) {
-                run->ctls[j + 1] = run->ctls[j];
-                j--;
-            }
-            run->ctls[j + 1] = key;
-        }
-        run->busy = 0;  /* indices moved: bit i follows controller i */
-        for (i64 i = 0; i < run->nctl; i++) {
-            ctl_t *c = &run->ctls[i];
-            if (ctl_holding(c) || list_len(&c->remaining)) run->busy |= (u64)1 << i;
-        }
-    }
+    if (split) reorder(run);
     for (i64 i = 0; i < run->nctl; i++)
         if (run->ctls[i].members & targets) out[(*nout)++] = i;
     return 1;
@@ -663,6 +701,124 @@ static int decode(run_t *run, i64 k) {
     return ok;
 }
 
+/* Send instruction ``pos``'s requests to controller ``c`` alone (_Run._decode_each); return 1
+ * if all were accepted. */
+static int decode_each(run_t *run, ctl_t *c, i64 pos, i64 k) {
+    const program_t *p = run->prog;
+    i64 cls = p->op_class[pos];
+    if (cls == OP_NONE || cls == OP_CFR) return 1;
+    if (cls == OP_SYNC) {
+        int32_t slot = new_request(run, c, KIND_AIM, p->final[pos], -1, -1, -1, 0, 1, 1, pos, 0);
+        return slot >= 0 && dma_send(run, c, slot, k);
+    }
+    if (!(p->targets[pos] & c->members)) return 1; /* an instruction for no channel */
+    int ok = 1;
+    for (i64 i = 0; i < p->columns[pos]; i++) {
+        i64 col = p->first_col[pos] >= 0 ? p->first_col[pos] + i : -1;
+        int32_t slot = new_request(run, c, (int)p->kind[pos], p->final[pos], p->bank[pos],
+                                   p->row[pos], col, (int)p->reg_mode[pos],
+                                   (int)p->blocking[pos], (int)p->reader[pos], pos, i);
+        if (slot < 0) return 0;
+        ok &= dma_send(run, c, slot, k);
+    }
+    return ok;
+}
+
+/* A blocking read with targets: every channel synchronises there (_Run.ordered). */
+static inline int ordered(const program_t *p, i64 pos) {
+    return p->op_class[pos] == OP_DRAM && p->blocking[pos] && p->targets[pos];
+}
+
+/* Controller ``i``'s decoder in cycle ``k`` under the per-channel front end: retry its refused
+ * sends, else take its next instruction, splitting the controller when that addresses only
+ * some of its channels (the others, split off to the end of the list, skip it and take their
+ * next one in this same cycle, or, at a barrier, wait at it too). Returns 1 if it made
+ * progress. */
+static int front_step(run_t *run, i64 i, i64 k, int *split) {
+    const program_t *p = run->prog;
+    ctl_t *c = &run->ctls[i];
+    int progress = 0;
+    if (list_len(&c->remaining)) {
+        while (list_len(&c->remaining)) {
+            int ok = ctl_send(c, list_at(&c->remaining, 0), k);
+            if (ok < 0) { run->failed = ERR_MEMORY; return 0; }
+            if (!ok) break;
+            list_pop_front(&c->remaining);
+            if (c->wake > k + 1) c->wake = k + 1;
+            progress = 1;
+        }
+        if (!c->waiting && !list_len(&c->remaining)) { c->head += 1; progress = 1; }
+        return progress;
+    }
+    if (c->waiting) return 0;
+    i64 pos = c->head;
+    while (pos < p->n && p->targets[pos] && !ordered(p, pos) && !(p->targets[pos] & c->members))
+        pos++;
+    c->head = pos;
+    if (pos == p->n) return 0;
+    u64 wanted = p->targets[pos];
+    if ((wanted & c->members) && (wanted & c->members) != c->members) {
+        ctl_t *part = &run->ctls[run->nctl];
+        if (!ctl_clone(part, c, run->cfg)) { run->failed = ERR_MEMORY; return 0; }
+        part->members = c->members & ~wanted;
+        part->nmembers = __builtin_popcountll(part->members);
+        part->head = ordered(p, pos) ? pos : pos + 1;
+        c->members &= wanted;
+        c->nmembers = __builtin_popcountll(c->members);
+        if (ctl_holding(part)) run->busy |= (u64)1 << run->nctl;
+        run->nctl++;
+        *split = 1;
+    }
+    if (ordered(p, pos)) { /* the shared DMA's ordering: every channel takes it first */
+        c->waiting = 1;
+        run->arrived += c->nmembers;
+        if (run->arrived == run->cfg->channels) run->due = pos;
+    } else if (p->op_class[pos] == OP_SYNC) {
+        c->waiting = 1; /* held until every channel called back */
+        decode_each(run, c, pos, k);
+    } else if (decode_each(run, c, pos, k)) {
+        c->head = pos + 1;
+    }
+    return 1;
+}
+
+/* The per-channel front end's part of memory-system cycle ``k`` (_Run._dma_each): a blocking
+ * read is sent, by its channels, in the cycle the last channel takes it. Returns 1 if it made
+ * progress. */
+static int dma_each(run_t *run, i64 k) {
+    int progress = 0, split = 0;
+    i64 least = run->prog->n;
+    for (i64 i = 0; i < run->nctl; i++) {  /* parts split off in this cycle get their turn */
+        progress |= front_step(run, i, k, &split);
+        if (run->failed) return 0;
+        if (run->ctls[i].head < least) least = run->ctls[i].head;
+    }
+    if (run->due >= 0) {
+        i64 pos = run->due;
+        run->due = -1;
+        run->arrived = 0;
+        for (i64 i = 0; i < run->nctl; i++) {
+            ctl_t *c = &run->ctls[i];
+            if (!(c->members & run->prog->targets[pos])) continue;
+            decode_each(run, c, pos, k);
+            run->callbacks += run->prog->columns[pos] * c->nmembers;
+        }
+        if (run->failed) return 0;
+    }
+    run->head = least; /* what every channel is past (progress reports) */
+    if (split) reorder(run);
+    return progress;
+}
+
+/* True if every per-channel decoder waits for its controller: a refused send or a barrier. */
+static int fronts_wait(const run_t *run) {
+    for (i64 i = 0; i < run->nctl; i++) {
+        const ctl_t *c = &run->ctls[i];
+        if (!c->waiting && !list_len(&c->remaining)) return 0;
+    }
+    return 1;
+}
+
 /* True if a refused send waits to be retried (the DMA decodes nothing until it passes). */
 static int dma_waits(const run_t *run) {
     for (u64 m = run->busy; m; m &= m - 1)
@@ -703,6 +859,7 @@ i64 aim_run(const config_t *cfg, const program_t *prog, const start_t *start, re
     memset(&run, 0, sizeof run);
     run.cfg = cfg;
     run.prog = prog;
+    run.due = -1;
     run.ctls = calloc((size_t)cfg->channels, sizeof *run.ctls);
     if (!run.ctls) return ERR_MEMORY;
     i64 status = OK, k = 0, clk = 0;
@@ -726,7 +883,7 @@ i64 aim_run(const config_t *cfg, const program_t *prog, const start_t *start, re
             progress(run.head, k);
             next_progress = k + ((i64)1 << 20);
         }
-        int changed = dma(&run, k);
+        int changed = cfg->frontend ? dma_each(&run, k) : dma(&run, k);
         if (changed) run.last_change = k;
         clk = k + 1;
         /* Only busy controllers are ticked (an idle one's tick would only count an idle cycle
@@ -763,7 +920,8 @@ i64 aim_run(const config_t *cfg, const program_t *prog, const start_t *start, re
         /* Nothing changed and the DMA waits for the controllers (a blocking instruction's
          * callbacks, or refused sends that only a controller's change can admit): the cycles
          * until the first controller wakes would repeat this one. */
-        if (!changed && wake > k + 1 && (run.stalled || dma_waits(&run))) {
+        if (!changed && wake > k + 1 && (cfg->frontend ? fronts_wait(&run)
+                                         : run.stalled || dma_waits(&run))) {
             if (wake >= NEVER) { status = ERR_STALL; goto done; }
             k = wake - 1;
         }
