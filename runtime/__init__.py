@@ -3,8 +3,9 @@
 Public API (``from patton.runtime import ...``; imported on first use): :class:`Runtime` and
 its configuration (:class:`Config`, :class:`ModelSpec`, :data:`MODELS`, :func:`model`,
 :class:`Mode`), what it returns (:class:`Writes`, :class:`WriteProgram`, :class:`QkPlan`,
-:class:`SvPlan`, the placements :class:`KeyPlace`, :class:`ValuePlace`, :class:`CzPlace`), the
-ablations (:func:`variant`, :data:`VARIANTS`) and its typed errors (:class:`PattonError` and
+:class:`SvPlan`, the placements :class:`KeyPlace`, :class:`ValuePlace`, :class:`CzPlace`), its
+variants, PATTON and the ablations (:class:`Variant`, :func:`variant`, :data:`VARIANTS`), and
+its typed errors (:class:`PattonError` and
 its subclasses).
 """
 
@@ -21,22 +22,22 @@ _EXPORTS = {
     "config": ("Config", "ModelSpec", "MODELS", "model"),
     "metadata": ("Mode", "KeyPlace", "ValuePlace", "CzPlace"),
     "plans": ("QkPlan", "SvPlan"),
-    "ablations": ("variant", "VARIANTS"),
+    "variants": ("Variant", "variant", "VARIANTS"),
     "errors": ("PattonError", "ConfigError", "UnknownBlock", "UnknownRequest",
                "DuplicateBlock", "DoubleFree", "ReadOnlyBlock", "OffsetError", "CapacityError",
                "BlockStateError", "DtypeError", "ShapeError", "LayerError"),
 }
 __all__ = [
     "Runtime", "Writes", "WriteProgram", "Config", "ModelSpec", "MODELS", "model", "Mode",
-    "KeyPlace", "ValuePlace", "CzPlace", "QkPlan", "SvPlan", "variant", "VARIANTS", "PattonError",
-    "ConfigError", "UnknownBlock", "UnknownRequest", "DuplicateBlock", "DoubleFree",
+    "KeyPlace", "ValuePlace", "CzPlace", "QkPlan", "SvPlan", "Variant", "variant", "VARIANTS",
+    "PattonError", "ConfigError", "UnknownBlock", "UnknownRequest", "DuplicateBlock",
+    "DoubleFree",
     "ReadOnlyBlock", "OffsetError", "CapacityError", "BlockStateError", "DtypeError", "ShapeError",
     "LayerError",
 ]
 __getattr__, __dir__ = lazy(__name__, globals(), _EXPORTS, __all__)
 
 if TYPE_CHECKING:
-    from patton.runtime.ablations import VARIANTS, variant
     from patton.runtime.config import MODELS, Config, ModelSpec, model
     from patton.runtime.errors import (
         BlockStateError,
@@ -56,4 +57,5 @@ if TYPE_CHECKING:
     from patton.runtime.lifecycle import Runtime
     from patton.runtime.metadata import CzPlace, KeyPlace, Mode, ValuePlace
     from patton.runtime.plans import QkPlan, SvPlan
+    from patton.runtime.variants import VARIANTS, Variant, variant
     from patton.runtime.writes import WriteProgram, Writes

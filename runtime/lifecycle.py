@@ -46,7 +46,11 @@ from patton.runtime.writes import WriteProgram, Writer, Writes
 from patton.sim.isa import Instruction
 from patton.sim.program import Program
 
-__all__ = ["Runtime", "Writes", "WriteProgram"]
+__all__ = ["Runtime", "Writes", "WriteProgram", "TOKEN_OPS"]
+
+#: How a runtime without the Commit Zone writes one Value token into its O1V: one ``WR_ABK``
+#: per Value row, or one masked ``W MEM`` per bank and Value row.
+TOKEN_OPS = ("abk", "mem")
 
 
 class Runtime:
@@ -69,8 +73,8 @@ class Runtime:
 
     def __init__(self, config: Config, mode: Mode = Mode.PATTON, *,
                  token_op: str = "abk") -> None:
-        if token_op not in ("abk", "mem"):
-            raise ValueError(f"token_op must be 'abk' or 'mem', not {token_op!r}")
+        if token_op not in TOKEN_OPS:
+            raise ValueError(f"token_op must be one of {', '.join(TOKEN_OPS)}, not {token_op!r}")
         self.config = config
         self.mode = mode
         self.token_op = token_op

@@ -297,17 +297,24 @@ def test_sv_continues_across_adjacent_o2vs_and_splits_foreign_ones() -> None:
 
 
 def test_ablation_variants_share_the_interface() -> None:
-    from patton.runtime.ablations import variant
+    import dataclasses
+
     from patton.runtime.errors import ConfigError
+    from patton.runtime.variants import VARIANTS, variant
 
     c = cfg(layer_rows=9)
-    whole = variant("no_o2v", c)
+    whole = variant("patton-no-o2v").runtime(c)
     for req in range(2):
         whole.allocate(req, req)
     rows = [whole.blocks[b].value.row0 for b in range(2)]
     assert rows[0] != rows[1]  # each request owns a whole VRS
     assert whole.blocks[0].value.col == whole.blocks[1].value.col == 0
-    assert variant("no_cz", c).mode is Mode.NO_CZ
-    assert variant("patton", c).config.o2v_width == 16
-    with pytest.raises(ConfigError):
-        variant("no_o1k", c)
+    assert variant("patton-wo-cz").runtime(c).mode is Mode.NO_CZ
+    assert variant("patton").runtime(c).config.o2v_width == 16
+    assert list(VARIANTS) == ["patton", "patton-wo-cz", "patton-no-o2v"]
+    mem = dataclasses.replace(variant("patton-wo-cz"), token_op="mem").runtime(c)
+    assert mem.mode is Mode.NO_CZ and mem.token_op == "mem"
+    with pytest.raises(ConfigError, match="known: patton, patton-wo-cz"):
+        variant("no_o1k")
+    with pytest.raises(ConfigError, match="token_op"):
+        dataclasses.replace(variant("patton-wo-cz"), token_op="abc")

@@ -18,8 +18,9 @@ the first time it is seen and keeps it across preemptions. The runtime's bound b
 always the engine's running plus cached blocks (:func:`mirror_errors` checks it).
 
 Variants by name (:data:`VARIANTS`): ``gpu`` (vLLM's own cache: no runtime, no placement
-constraint), ``patton``, ``patton-wo-cz`` (:attr:`Mode.NO_CZ`) and ``patton-no-o2v`` (an O2V
-as wide as a VRS). :func:`capacity` sizes every variant from one nominal memory (the 16 GiB
+constraint), then the runtime's variants (:data:`patton.runtime.variants.VARIANTS`):
+``patton``, ``patton-wo-cz`` (no Commit Zone) and ``patton-no-o2v`` (an O2V as wide as a
+VRS). :func:`capacity` sizes every variant from one nominal memory (the 16 GiB
 AiM device by default) and :func:`attach` builds one.
 """
 
@@ -33,7 +34,8 @@ import numpy as np
 from patton.runtime.config import Config, ModelSpec
 from patton.runtime.errors import PattonError
 from patton.runtime.lifecycle import Runtime
-from patton.runtime.metadata import Mode
+from patton.runtime.variants import VARIANTS as RUNTIME_VARIANTS
+from patton.runtime.variants import variant as runtime_variant
 from patton.sim.device import DEVICE, Device
 from patton.sim.serving.block_pool import (
     ALLOC,
@@ -61,8 +63,8 @@ __all__ = [
     "mirror_errors",
 ]
 
-#: The runtimes a serving run can attach, by name.
-VARIANTS = ("gpu", "patton", "patton-wo-cz", "patton-no-o2v")
+#: The runtimes a serving run can attach, by name: vLLM's own cache, then PIM runtimes.
+VARIANTS = ("gpu", *RUNTIME_VARIANTS)
 
 
 class AdapterError(RuntimeError):
@@ -124,9 +126,7 @@ def layer_config(model: ModelSpec, layer_rows: int, *, variant: str = "patton",
     same (``tests/test_serving_runtime.py`` checks it against the 32-layer geometry).
     """
     cfg = Config(model, device, block_size=block_size, layers=1, layer_rows=layer_rows)
-    if variant == "patton-no-o2v":
-        cfg = dataclasses.replace(cfg, o2v_blocks=device.columns)
-    return cfg
+    return runtime_variant(variant).config(cfg)
 
 
 def config_blocks(cfg: Config) -> int:
@@ -368,8 +368,7 @@ def attach(variant: str, model: ModelSpec, *, num_blocks: int | None = None,
     assert cap.layer_rows is not None
     cfg = layer_config(model, cap.layer_rows, variant=variant, block_size=block_size,
                        device=device)
-    mode = Mode.NO_CZ if variant == "patton-wo-cz" else Mode.PATTON
-    return Attached(cap, Runtime(cfg, mode), fill)
+    return Attached(cap, runtime_variant(variant).runtime(cfg), fill)
 
 
 def mirror_errors(pool: BlockPool, attached: Attached) -> list[str]:
