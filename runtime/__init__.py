@@ -23,13 +23,14 @@ _EXPORTS = {
     "metadata": ("Mode", "KeyPlace", "ValuePlace", "CzPlace"),
     "plans": ("QkPlan", "SvPlan"),
     "variants": ("Variant", "variant", "VARIANTS"),
+    "interface": ("KvRuntime",),
     "errors": ("PattonError", "ConfigError", "UnknownBlock", "UnknownRequest",
                "DuplicateBlock", "DoubleFree", "ReadOnlyBlock", "OffsetError", "CapacityError",
                "BlockStateError", "DtypeError", "ShapeError", "LayerError"),
 }
 __all__ = [
     "Runtime", "Writes", "WriteProgram", "Config", "ModelSpec", "MODELS", "model", "Mode",
-    "KeyPlace", "ValuePlace", "CzPlace", "QkPlan", "SvPlan", "Variant", "variant", "VARIANTS",
+    "KeyPlace", "ValuePlace", "CzPlace", "QkPlan", "SvPlan", "Variant", "variant", "VARIANTS", "KvRuntime",
     "PattonError", "ConfigError", "UnknownBlock", "UnknownRequest", "DuplicateBlock",
     "DoubleFree",
     "ReadOnlyBlock", "OffsetError", "CapacityError", "BlockStateError", "DtypeError", "ShapeError",
@@ -57,5 +58,6 @@ if TYPE_CHECKING:
     from patton.runtime.lifecycle import Runtime
     from patton.runtime.metadata import CzPlace, KeyPlace, Mode, ValuePlace
     from patton.runtime.plans import QkPlan, SvPlan
+    from patton.runtime.interface import KvRuntime
     from patton.runtime.variants import VARIANTS, Variant, variant
     from patton.runtime.writes import WriteProgram, Writes

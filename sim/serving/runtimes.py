@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from patton.runtime.config import Config, ModelSpec
 from patton.runtime.errors import PattonError
-from patton.runtime.lifecycle import Runtime
+from patton.runtime.interface import KvRuntime
 from patton.runtime.variants import VARIANTS as RUNTIME_VARIANTS
 from patton.runtime.variants import variant as runtime_variant
 from patton.sim.device import DEVICE, Device
@@ -227,7 +227,7 @@ class Attached:
     """
 
     capacity: Capacity
-    runtime: Runtime | None
+    runtime: KvRuntime | None
     fill: bool = True
     ids: dict[str, int] = field(default_factory=dict)  # engine request id -> runtime request
     held: dict[int, int] = field(default_factory=dict)  # runtime request -> blocks referenced
@@ -349,7 +349,7 @@ class Attached:
         return out
 
 
-def _room(rt: Runtime, request: int) -> int:
+def _room(rt: KvRuntime, request: int) -> int:
     """Blocks ``request`` could bind now: its open O2K/O2V plus whole free Order-2 granules."""
     return rt.free_blocks_for(request)
 

@@ -1,0 +1,97 @@
+"""The one runtime interface: what the serving engine and the evaluation ask of a KV runtime.
+
+A KV-cache runtime on AiM turns vLLM's block events into placements and the placements into
+programs in the shared ISA (:mod:`patton.sim.isa`), which run on every executor. PATTON
+(:class:`~patton.runtime.lifecycle.Runtime`, every :mod:`~patton.runtime.variants` variant)
+implements :class:`KvRuntime`; so must every translated baseline layout (NeuPIMs, AttAcc,
+BlockPIM, PIMphony), so that the engine's adapter (:mod:`patton.sim.serving.runtimes`), the
+decode-step programs (:mod:`patton.sim.serving.decode_steps`) and the evaluation drive them
+alike. ``tests/test_runtime_interface.py`` checks that each implementation has every member
+with these parameter names.
+
+Contract, in vLLM's terms (block ids are the engine's; request ids are small integers):
+
+* **Lifecycle** (each call checks before it mutates: a raised
+  :class:`~patton.runtime.errors.PattonError` leaves the runtime unchanged):
+  ``allocate`` binds a new empty block to a request and appends it to the request's block
+  table; ``share`` appends a full block another request holds (reference count up, nothing
+  copied); ``free`` drops one reference (a full block at zero references stays mapped as
+  *cached*, a partial one is released); ``finish`` frees a request's blocks, last first;
+  ``evict`` unbinds a cached block. A runtime without prefix caching may refuse ``share``
+  and never keep cached blocks; it says so in its own docstring.
+* **Capacity**: ``free_blocks()`` is what a new request could allocate in every layer now,
+  ``free_blocks_for(r)`` what request ``r`` could (a runtime may refuse a block while the
+  engine still has free blocks: its placement constraint).
+* **Writes**: ``write_many`` writes whole or partial blocks (prefill), ``append`` one token at
+  the fill level of each block (a decode step); both return the programs by kind, Key writes,
+  Value writes and (PATTON's) Commit Zone commits (:class:`~patton.runtime.writes.Writes`,
+  :class:`~patton.runtime.writes.WriteProgram`), so that costs decompose as the paper's Fig. 7.
+* **Attention**: ``qk_step`` and ``sv_step`` return one program for a batch of requests in one
+  layer, with each request's plan (where its scores or outputs are read back);
+  ``sv_buffer`` is the zeroed score buffer ``sv_step`` takes without a copy.
+* **State**: ``blocks`` maps every bound block id to its record, which has at least the
+  reference count ``ref_cnt`` and ``full`` (the engine's adapter mirrors both); ``check()``
+  asserts every invariant of the runtime's metadata.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+from patton.runtime.config import Config
+from patton.runtime.writes import WriteProgram, Writes
+from patton.sim.program import Program
+
+__all__ = ["KvRuntime", "BoundBlock", "MEMBERS"]
+
+
+class BoundBlock(Protocol):
+    """What the interface promises of a bound block's record."""
+
+    ref_cnt: int  # requests holding it (0: cached)
+    full: bool  # every token position written
+
+
+@runtime_checkable
+class KvRuntime(Protocol):
+    """A KV-cache runtime on AiM (the contract is in the module's docstring)."""
+
+    config: Config
+    blocks: Mapping[int, BoundBlock]
+
+    def free_blocks(self) -> int: ...
+
+    def free_blocks_for(self, request: int) -> int: ...
+
+    def allocate(self, request: int, block_id: int) -> object: ...
+
+    def share(self, request: int, block_id: int) -> None: ...
+
+    def free(self, request: int, block_id: int) -> None: ...
+
+    def finish(self, request: int) -> None: ...
+
+    def evict(self, block_id: int) -> None: ...
+
+    def write_many(self, items: list[tuple[int, int, np.ndarray, np.ndarray]], *,
+                   emit: bool = True) -> Writes: ...
+
+    def append(self, block_ids: Sequence[int], keys: np.ndarray,
+               values: np.ndarray) -> WriteProgram: ...
+
+    def qk_step(self, requests: list[int], layer: int,
+                queries: np.ndarray) -> tuple[Program, list]: ...
+
+    def sv_buffer(self, requests: list[int], layer: int, width: int) -> np.ndarray: ...
+
+    def sv_step(self, requests: list[int], layer: int,
+                probs: np.ndarray) -> tuple[Program, list]: ...
+
+    def check(self) -> None: ...
+
+
+#: The interface's methods, in the order above (the conformance test walks them).
+MEMBERS = ("free_blocks", "free_blocks_for", "allocate", "share", "free", "finish", "evict",
+           "write_many", "append", "qk_step", "sv_buffer", "sv_step", "check")

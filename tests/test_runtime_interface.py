@@ -1,0 +1,43 @@
+"""Every runtime implements the one runtime interface (``runtime/interface.py``)."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+from patton.runtime.config import Config, model
+from patton.runtime.interface import MEMBERS, KvRuntime
+from patton.runtime.variants import VARIANTS
+
+
+def _parameters(function) -> list[tuple[str, object]]:
+    return [(p.name, p.kind) for p in inspect.signature(function).parameters.values()]
+
+
+def test_members_are_the_protocols_methods():
+    declared = [n for n, v in vars(KvRuntime).items() if callable(v) and not n.startswith("_")]
+    assert sorted(declared) == sorted(MEMBERS)
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_every_variant_is_a_kv_runtime_with_the_same_signatures(name):
+    runtime = VARIANTS[name].runtime(Config(model("llama3-8b"), layers=1, layer_rows=9))
+    assert isinstance(runtime, KvRuntime)
+    assert isinstance(runtime.config, Config)
+    runtime.allocate(0, 5)
+    record = runtime.blocks[5]
+    assert record.ref_cnt == 1 and record.full is False
+    for member in MEMBERS:
+        got = _parameters(getattr(type(runtime), member))
+        want = _parameters(getattr(KvRuntime, member))
+        assert got == want, f"{name}: {member}{got} differs from the interface's {want}"
+    runtime.check()
+
+
+def test_an_object_missing_a_member_is_not_a_kv_runtime():
+    class Partial:
+        config = blocks = None
+
+        def allocate(self, request: int, block_id: int) -> object: ...
+
+    assert not isinstance(Partial(), KvRuntime)
