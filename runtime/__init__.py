@@ -30,8 +30,8 @@ _EXPORTS = {
 }
 __all__ = [
     "Runtime", "Writes", "WriteProgram", "Config", "ModelSpec", "MODELS", "model", "Mode",
-    "KeyPlace", "ValuePlace", "CzPlace", "QkPlan", "SvPlan", "Variant", "variant", "VARIANTS", "KvRuntime",
-    "PattonError", "ConfigError", "UnknownBlock", "UnknownRequest", "DuplicateBlock",
+    "KeyPlace", "ValuePlace", "CzPlace", "QkPlan", "SvPlan", "Variant", "variant", "VARIANTS",
+    "KvRuntime", "PattonError", "ConfigError", "UnknownBlock", "UnknownRequest", "DuplicateBlock",
     "DoubleFree",
     "ReadOnlyBlock", "OffsetError", "CapacityError", "BlockStateError", "DtypeError", "ShapeError",
     "LayerError",
@@ -55,9 +55,9 @@ if TYPE_CHECKING:
         UnknownBlock,
         UnknownRequest,
     )
+    from patton.runtime.interface import KvRuntime
     from patton.runtime.lifecycle import Runtime
     from patton.runtime.metadata import CzPlace, KeyPlace, Mode, ValuePlace
     from patton.runtime.plans import QkPlan, SvPlan
-    from patton.runtime.interface import KvRuntime
     from patton.runtime.variants import VARIANTS, Variant, variant
     from patton.runtime.writes import WriteProgram, Writes
