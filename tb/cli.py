@@ -51,7 +51,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -165,6 +165,18 @@ class _ToolFailure(Exception):
     """The RTL build or a simulation failed; the message names the log."""
 
 
+def _reported(checked: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """The verb ``checked``, a build or simulator failure in it reported as an error (exit 2,
+    JSON with ``--json``)."""
+    def verb(args: argparse.Namespace) -> int:
+        try:
+            return checked(args)
+        except _ToolFailure as failure:
+            return _error(str(failure), args.json)
+
+    return verb
+
+
 def _tool(what: str, out: _Output, call):
     """Run ``call()``; turn a build or simulator failure into a :class:`_ToolFailure`."""
     try:
@@ -251,13 +263,6 @@ def _cycles_lines(model_label: str, model_cycles: int, rtl_cycles: int,
 
 
 # -- patton rtl run --------------------------------------------------------------------------
-
-
-def _run(args: argparse.Namespace) -> int:
-    try:
-        return _run_checked(args)
-    except _ToolFailure as failure:
-        return _error(str(failure), args.json)
 
 
 def _run_checked(args: argparse.Namespace) -> int:
@@ -415,13 +420,6 @@ def rtl_readouts(replays: Sequence[Replay], program: Sequence[Instruction]) -> l
 
 
 # -- patton rtl check ------------------------------------------------------------------------
-
-
-def _check(args: argparse.Namespace) -> int:
-    try:
-        return _check_checked(args)
-    except _ToolFailure as failure:
-        return _error(str(failure), args.json)
 
 
 def _check_checked(args: argparse.Namespace) -> int:
@@ -582,13 +580,6 @@ def _coverage_player(timing: str, out: _Output) -> SchedulePlayer:
         return SchedulePlayer(params, timing=timing, coverage=True)
 
 
-def _coverage(args: argparse.Namespace) -> int:
-    try:
-        return _coverage_checked(args)
-    except _ToolFailure as failure:
-        return _error(str(failure), args.json)
-
-
 def _coverage_checked(args: argparse.Namespace) -> int:
     from patton.tb import coverage_report
     from patton.tb.closure import close
@@ -705,7 +696,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                      help="show the make/Verilator/cocotb output (default: into a log file "
                           "under build/runs/, named on failure)")
     add_timing_option(run)
-    run.set_defaults(func=_run)
+    run.set_defaults(func=_reported(_run_checked))
     chk = verbs.add_parser("check", help="replay a schedule on the RTL; compare both checkers",
                            description=_CHECK_HELP)
     chk.add_argument("schedule", help="schedule file: 'cycle channel command [bank row col] "
@@ -719,7 +710,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                      help="show the make/Verilator/cocotb output (default: into a log file "
                           "under build/runs/, named on failure)")
     add_timing_option(chk)
-    chk.set_defaults(func=_check)
+    chk.set_defaults(func=_reported(_check_checked))
     cov = verbs.add_parser("coverage", help="functional coverage closure of the RTL channel",
                            description=_COVERAGE_HELP)
     cov.add_argument("--out", metavar="DIR", default=None,
@@ -743,5 +734,5 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                      help="show the make/Verilator/cocotb output (default: into a log file "
                           "under build/runs/, named on failure)")
     add_timing_option(cov)
-    cov.set_defaults(func=_coverage)
+    cov.set_defaults(func=_reported(_coverage_checked))
     return rtl
