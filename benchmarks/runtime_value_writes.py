@@ -10,35 +10,38 @@ programs are the same under every profile; the commands they issue (FR-FCFS reor
 conventional writes by timing, and so row hits) and their cycles and energy need not be.
 
     python benchmarks/runtime_value_writes.py [--model llama3-8b] [--requests 32] [--steps 32]
-        [--timing aimsim-0f28a07 aimsim-2eb1ee0] [--json]
+        [--timing aimsim-0f28a07 aimsim-2eb1ee0] [--frontend shared per_channel] [--json]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import time
 
 from patton.runtime.config import MODELS, Config, model
-from patton.runtime.metadata import Mode
+from patton.runtime.variants import VARIANTS
+from patton.sim.cycle_model import FRONTENDS
 from patton.sim.serving.loop import execute
 from patton.sim.serving.scenario import generate
 from patton.sim.timing import PROFILES
 
-#: The three write paths: (name, runtime mode, no-CZ single-token write command).
-VARIANTS = (("cz", Mode.PATTON, "abk"), ("no_cz_abk", Mode.NO_CZ, "abk"),
-            ("no_cz_mem", Mode.NO_CZ, "mem"))
+#: The three write paths: (name, runtime variant).
+PATHS = (("cz", VARIANTS["patton"]), ("no_cz_abk", VARIANTS["patton-wo-cz"]),
+         ("no_cz_mem", dataclasses.replace(VARIANTS["patton-wo-cz"], token_op="mem")))
 #: What is compared against the Commit Zone.
 RATIOS = ("activations", "cycles", "energy_nj")
 
 
-def measure(c: Config, log: list, seed: int, timing: str) -> dict:
-    """Return, per variant, the Value-write figures under ``timing``, plus ratios over CZ."""
+def measure(c: Config, log: list, seed: int, timing: str, frontend: str = "shared") -> dict:
+    """Return, per write path, the Value-write figures under ``timing`` and ``frontend``, plus
+    ratios over CZ."""
     out: dict = {}
-    for name, mode, op in VARIANTS:
+    for name, variant in PATHS:
         start = time.perf_counter()
-        _, r = execute(c, log, mode, seed=seed, functional=False, cycles=True,
-                       token_op=op, timing=timing)
+        _, r = execute(c, log, variant, seed=seed, functional=False, cycles=True,
+                       timing=timing, frontend=frontend)
         out[name] = {"activations": r.value_write_activations, "cycles": r.value_write_cycles,
                      "commands": r.value_write_commands, "energy_nj": r.value_write_energy_nj,
                      "writes": r.value_writes, "commits": r.commits,
@@ -79,12 +82,18 @@ def main() -> None:
     ap.add_argument("--timing", nargs="+", choices=PROFILES, default=list(PROFILES),
                     metavar="PROFILE", help="timing profiles to run (default: all, "
                                             + ", ".join(PROFILES) + ")")
+    ap.add_argument("--frontend", nargs="+", choices=FRONTENDS, default=["shared"],
+                    help="cycle-model front ends to run (default: shared, the public "
+                         "simulator's; per_channel decodes one instruction per cycle per "
+                         "channel)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     c = Config(model(args.model), layers=1)
     log = generate(c, requests=args.requests, steps=args.steps, seed=args.seed,
                    prompt=(100, 200), decode=(10**6, 10**6 + 1), attend_every=10**9)
-    results = {timing: measure(c, log, args.seed, timing) for timing in args.timing}
+    results = {(timing if args.frontend == ["shared"] else f"{timing}, {frontend}"):
+               measure(c, log, args.seed, timing, frontend)
+               for timing in args.timing for frontend in args.frontend}
     if args.json:
         print(json.dumps({"model": args.model, "requests": args.requests,
                           "steps": args.steps, "timing": results}))

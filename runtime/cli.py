@@ -15,12 +15,13 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
 
 from patton.runtime.config import MODELS, Config, model
-from patton.runtime.metadata import Mode
+from patton.runtime.variants import VARIANTS
 from patton.sim import trace
 from patton.sim.isa import Instruction, Opcode
 from patton.sim.schedule import check_writable
@@ -65,10 +66,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     return parser
 
 
-#: The runs of a scenario: report key, column label, runtime mode and no-CZ token write.
-RUNS = (("cz", "PATTON (Commit Zone)", Mode.PATTON, "abk"),
-        ("no_cz", "no CZ, WR_ABK", Mode.NO_CZ, "abk"),
-        ("no_cz_mem", "no CZ, W MEM", Mode.NO_CZ, "mem"))
+#: The runs of a scenario: report key, column label, runtime variant.
+RUNS = (("cz", "PATTON (Commit Zone)", VARIANTS["patton"]),
+        ("no_cz", "no CZ, WR_ABK", VARIANTS["patton-wo-cz"]),
+        ("no_cz_mem", "no CZ, W MEM", dataclasses.replace(VARIANTS["patton-wo-cz"],
+                                                          token_op="mem")))
 #: Seconds before a run shows its progress bar (on stderr).
 PROGRESS_DELAY = 2.0
 
@@ -96,11 +98,11 @@ def scenario(args: argparse.Namespace) -> int:
     config = Config(model(args.model), layers=args.layers)
     log = generate(config, requests=args.requests, steps=args.steps, seed=args.seed)
     programs: list[Instruction] | None = [] if args.trace else None
-    _, cz = execute(config, _events(log, RUNS[0][1], show), Mode.PATTON, seed=args.seed,
+    _, cz = execute(config, _events(log, RUNS[0][1], show), RUNS[0][2], seed=args.seed,
                     cycles=True, sink=programs)
     if programs is not None:
         trace.write(args.trace, programs + [Instruction(Opcode.EOC)])
-    _, no = execute(config, _events(log, RUNS[1][1], show), Mode.NO_CZ, seed=args.seed,
+    _, no = execute(config, _events(log, RUNS[1][1], show), RUNS[1][2], seed=args.seed,
                     functional=False, cycles=True)
     report = {
         "model": args.model, "requests": args.requests, "steps": args.steps,
@@ -114,7 +116,7 @@ def scenario(args: argparse.Namespace) -> int:
         "placement_mismatches": cz.placement_mismatches,
         "placement_elements_checked": cz.placement_checked,
         "single_token_value_writes": cz.value_writes, "commits": cz.commits,
-        "baselines": {key: label for key, label, _, _ in RUNS[:2]},
+        "baselines": {key: label for key, label, _ in RUNS[:2]},
         "value_write_row_activations": {"cz": cz.value_write_activations,
                                         "no_cz": no.value_write_activations},
         "value_write_cycles": {"cz": cz.value_write_cycles, "no_cz": no.value_write_cycles},
@@ -122,8 +124,8 @@ def scenario(args: argparse.Namespace) -> int:
                                   "no_cz": no.value_write_energy_nj},
     }
     if args.mem_baseline:
-        _, mem = execute(config, _events(log, RUNS[2][1], show), Mode.NO_CZ, seed=args.seed,
-                         functional=False, cycles=True, token_op="mem")
+        _, mem = execute(config, _events(log, RUNS[2][1], show), RUNS[2][2], seed=args.seed,
+                         functional=False, cycles=True)
         report["baselines"]["no_cz_mem"] = RUNS[2][1]
         report["value_write_row_activations"]["no_cz_mem"] = mem.value_write_activations
         report["value_write_cycles"]["no_cz_mem"] = mem.value_write_cycles

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import pytest
 from patton.runtime.config import Config, ModelSpec
-from patton.runtime.metadata import CzPlace, Mode
+from patton.runtime.metadata import CzPlace
+from patton.runtime.variants import VARIANTS
 from patton.sim.device import DEVICE
 from patton.sim.functional import FunctionalModel
 from patton.sim.serving.checks import check_placements
@@ -34,12 +35,12 @@ def _config(name: str) -> Config:
     return Config(spec, DEVICE.with_(channels=channels), **extra)
 
 
-def _check(c: Config, mode: Mode, seed: int, steps: int = 40) -> None:
+def _check(c: Config, variant: str, seed: int, steps: int = 40) -> None:
     log = generate(c, requests=3, steps=steps, seed=seed, attend_every=10, evict_rate=0.25,
                    decode=(4, 20))
     kinds = [e[0] for e in log]
     assert {"share", "evict", "finish", "prefill", "decode", "attend"} <= set(kinds)
-    rt, rep = execute(c, log, mode, seed=seed)
+    rt, rep = execute(c, log, VARIANTS[variant], seed=seed)
     rt.check()
     assert rep.attends >= 3
     assert rep.exact_mismatches_qk == 0
@@ -48,17 +49,17 @@ def _check(c: Config, mode: Mode, seed: int, steps: int = 40) -> None:
     assert rep.max_abs_err_qk > 0.0  # bf16 scores are not float64 ...
     assert rep.placement_checked > 1000
     assert rep.placement_mismatches == 0
-    if mode is Mode.PATTON:
+    if variant == "patton":
         assert rep.commits > 0
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_scenario_on_functional_model(name: str) -> None:
-    _check(_config(name), Mode.PATTON, seed=3)
+    _check(_config(name), "patton", seed=3)
 
 
 def test_scenario_without_commit_zone() -> None:
-    _check(_config("gqa-d64"), Mode.NO_CZ, seed=4)
+    _check(_config("gqa-d64"), "patton-wo-cz", seed=4)
 
 
 def test_ch_per_head_of_cases() -> None:

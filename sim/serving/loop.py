@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from patton.runtime.config import Config
 from patton.runtime.lifecycle import Runtime
-from patton.runtime.metadata import Mode
+from patton.runtime.variants import VARIANTS, Variant
 from patton.sim.executor import CycleExecutor, FunctionalExecutor
 from patton.sim.functional import FunctionalModel
 from patton.sim.isa import Instruction
@@ -43,30 +43,30 @@ def apply_lifecycle(rt: Runtime, event: tuple) -> bool:
     return True
 
 
-def execute(config: Config, log: list[Event], mode: Mode = Mode.PATTON, *, seed: int = 0,
-            functional: bool = True, cycles: bool = False, placements: bool = True,
-            token_op: str = "abk", model: FunctionalModel | None = None,
-            sink: list[Instruction] | None = None,
-            timing: Timing = DEFAULT_PROFILE) -> tuple[Runtime, Report]:
+def execute(config: Config, log: list[Event], variant: Variant = VARIANTS["patton"], *,
+            seed: int = 0, functional: bool = True, cycles: bool = False,
+            placements: bool = True, model: FunctionalModel | None = None,
+            sink: list[Instruction] | None = None, timing: Timing = DEFAULT_PROFILE,
+            frontend: str = "shared") -> tuple[Runtime, Report]:
     """Replay ``log`` on a fresh runtime; check on the functional model and time Value writes.
 
     Args:
         config: geometry (as for :func:`~patton.sim.serving.scenario.generate`).
         log: events.
-        mode: runtime mode.
+        variant: the runtime variant (:mod:`patton.runtime.variants`: PATTON or an ablation).
         seed: the data seed (as for :func:`~patton.sim.serving.scenario.generate`).
         functional: run every program on a functional executor and check attention.
         cycles: run each decode step's Value writes (and commits) on a cycle executor, from
             the reset state (each step's writes timed alone).
         placements: after the log, read every bound token back from the mats.
-        token_op: the no-CZ single-token Value write (see :class:`Runtime`).
         model: the functional model to run on (default: a fresh one when ``functional``); the
             cycle executors keep its mats in step too.
         sink: if given, every program run on the functional model is appended to it (in
             order; add an EOC and it is one replayable trace of the whole scenario).
         timing: the timing profile of the cycle executors (:mod:`patton.sim.timing`).
+        frontend: their front end (:data:`patton.sim.cycle_model.FRONTENDS`).
     """
-    rt = Runtime(config, mode, token_op=token_op)
+    rt = variant.runtime(config)
     data = Tokens(config, seed)
     fx = FunctionalExecutor(config.device, model) if functional or model is not None else None
     # the mats the cycle executors keep in step: the functional executor's when there is one
@@ -98,7 +98,8 @@ def execute(config: Config, log: list[Event], mode: Mode = Mode.PATTON, *, seed:
                                    if start + n == config.block_size and start > 0)
             if timed is not None:
                 # each step's Value writes timed alone, from the reset state: a fresh executor
-                res = CycleExecutor(config.device, timing, record=False, model=mats).run(timed)
+                res = CycleExecutor(config.device, timing, record=False, model=mats,
+                                    frontend=frontend).run(timed)
                 assert res.cycles is not None and res.command_counts is not None
                 assert res.energy is not None
                 rep.value_write_cycles += res.cycles
