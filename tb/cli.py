@@ -667,12 +667,23 @@ def _coverage_checked(args: argparse.Namespace) -> int:
 _rows = integer(1, DEVICE.rows)
 
 
+def _common(verb: argparse.ArgumentParser) -> None:
+    """The options every ``rtl`` verb has: ``--json``, ``-v``, ``--timing``."""
+    from patton.options import add_timing_option
+
+    verb.add_argument("--json", action="store_true", help="print one JSON object")
+    verb.add_argument("-v", "--verbose", action="store_true",
+                      help="show the make/Verilator/cocotb output (default: into a log file "
+                           "under build/runs/, named on failure)")
+    add_timing_option(verb)
+
+
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Register ``rtl`` (``run``, ``check``, ``coverage``) on ``subparsers``; return its
     parser."""
     from patton.tb.stimulus import Mix
 
-    from patton.options import SEED, add_timing_option, fraction
+    from patton.options import SEED, fraction
 
     rtl = subparsers.add_parser("rtl", help="the RTL channel under Verilator",
                                 description="Replay traces and schedules on the RTL channel.")
@@ -691,11 +702,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     run.add_argument("--readouts", metavar="FILE",
                      help="write the RTL's read-out values (RD_MAC, RD_SBK, ... results) to "
                           "FILE: .json or .npy (patton.readouts)")
-    run.add_argument("--json", action="store_true", help="print one JSON object")
-    run.add_argument("-v", "--verbose", action="store_true",
-                     help="show the make/Verilator/cocotb output (default: into a log file "
-                          "under build/runs/, named on failure)")
-    add_timing_option(run)
+    _common(run)
     run.set_defaults(func=_reported(_run_checked))
     chk = verbs.add_parser("check", help="replay a schedule on the RTL; compare both checkers",
                            description=_CHECK_HELP)
@@ -705,11 +712,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                      help="rows per bank of the RTL build (default: chosen from the schedule: "
                           "its highest row rounded up to a power of two, at least "
                           f"{DEFAULT_ROWS}, or a larger build already cached under build/)")
-    chk.add_argument("--json", action="store_true", help="print one JSON object")
-    chk.add_argument("-v", "--verbose", action="store_true",
-                     help="show the make/Verilator/cocotb output (default: into a log file "
-                          "under build/runs/, named on failure)")
-    add_timing_option(chk)
+    _common(chk)
     chk.set_defaults(func=_reported(_check_checked))
     cov = verbs.add_parser("coverage", help="functional coverage closure of the RTL channel",
                            description=_COVERAGE_HELP)
@@ -729,10 +732,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                      help="run on a Verilator build with line and toggle coverage (about two "
                           "minutes to build the first time) and report code coverage too: "
                           "code-coverage.md, coverage.info (lcov), coverage.dat")
-    cov.add_argument("--json", action="store_true", help="print one JSON object")
-    cov.add_argument("-v", "--verbose", action="store_true",
-                     help="show the make/Verilator/cocotb output (default: into a log file "
-                          "under build/runs/, named on failure)")
-    add_timing_option(cov)
+    _common(cov)
     cov.set_defaults(func=_reported(_coverage_checked))
     return rtl
