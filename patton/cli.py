@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -368,6 +369,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             json.dump(error.to_json(), sys.stdout)
             sys.stdout.write("\n")
         return 2
+    except BrokenPipeError:  # the reader of our output went away (``| head``): stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so that the exit's flush does not fail again
+        os.close(devnull)
+        return 128 + signal.SIGPIPE  # what a process that SIGPIPE ended reports
 
 
 if __name__ == "__main__":

@@ -418,3 +418,20 @@ def test_aim_run_per_channel_frontend_decodes_channels_in_parallel(tmp_path, cap
     with pytest.raises(SystemExit) as usage:
         main(["aim", "run", str(path), "--frontend", "per_channel"])
     assert usage.value.code == 2 and "per-channel" in capsys.readouterr().err
+
+
+def test_a_reader_that_goes_away_is_no_traceback(traces_dir):
+    """``patton ... | head``: writing to a closed pipe ends the command quietly (141, as
+    SIGPIPE would), without a traceback."""
+    import os
+
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first write
+    try:
+        done = subprocess.run([sys.executable, "-m", "patton.cli", "aim", "run",
+                               str(traces_dir / "probe_gemv.trace")], stdout=write,
+                              stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write)
+    assert done.returncode == 141, done.stderr
+    assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr
