@@ -25,6 +25,9 @@ output names the profile used (``"timing"``).
 ``patton demo [--device rtl|model] [--steps N] [--waves STEP] [--json]``
     Serve a multi-turn chat through the PATTON runtime on four live RTL channels (or the
     models), checking every step (``patton.demo``).
+``patton repro fig7|fig8|fig9|micro|all [--quick] [--out DIR] [--workers N] [--json] [--ray A]``
+    Reproduce the paper's evaluation side by side with its numbers (``patton.eval``,
+    ``docs/evaluation.md``).
 """
 
 from __future__ import annotations
@@ -349,6 +352,9 @@ def parser() -> argparse.ArgumentParser:
     from patton import demo
 
     demo.add_parser(sub)
+    from patton.eval import cli as eval_cli
+
+    eval_cli.add_parser(sub)  # patton repro ...
     return top
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from patton.runtime.errors import ConfigError
 from patton.sim.device import DEVICE, Device
 
-__all__ = ["ModelSpec", "MODELS", "Config", "model"]
+__all__ = ["ModelSpec", "MODELS", "LayerBand", "Config", "model"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,8 +65,49 @@ def model(name: str) -> ModelSpec:
         raise ConfigError(f"unknown model {name!r}; presets: {', '.join(MODELS)}") from None
 
 
+class LayerBand:
+    """What PATTON's geometry and a baseline's share: a model's layers, each a band of rows.
+
+    A subclass has ``model``, ``device``, ``layers`` (None: all of the model's) and
+    ``layer_rows`` (None: ``rows // model.layers``); layer ``l`` is layer 0's layout
+    ``l * rows_per_layer`` rows further down.
+    """
+
+    __slots__ = ()
+    model: ModelSpec
+    device: Device
+    layers: int | None
+    layer_rows: int | None
+
+    @property
+    def n_layers(self) -> int:
+        """Layers laid out."""
+        return self.model.layers if self.layers is None else self.layers
+
+    @property
+    def rows_per_layer(self) -> int:
+        """Rows of every channel given to one layer."""
+        if self.layer_rows is not None:
+            return self.layer_rows
+        return self.device.rows // self.model.layers
+
+    @property
+    def heads(self) -> int:
+        """KV heads (PATTON: head groups)."""
+        return self.model.kv_heads
+
+    @property
+    def d_head(self) -> int:
+        """Head dimension."""
+        return self.model.d_head
+
+    def row(self, layer: int, rel: int) -> int:
+        """Return the device row of row ``rel`` of a layer's band."""
+        return layer * self.rows_per_layer + rel
+
+
 @dataclass(frozen=True, slots=True)
-class Config:
+class Config(LayerBand):
     """Granule geometry for one model on one device.
 
     Invariants (checked at construction, :class:`ConfigError` otherwise): ``T == B == L``
@@ -144,27 +185,6 @@ class Config:
 
     # ---------------------------------------------------------------- shapes
 
-    @property
-    def n_layers(self) -> int:
-        """Layers laid out."""
-        return self.model.layers if self.layers is None else self.layers
-
-    @property
-    def rows_per_layer(self) -> int:
-        """Rows of every channel given to one layer."""
-        if self.layer_rows is not None:
-            return self.layer_rows
-        return self.device.rows // self.model.layers
-
-    @property
-    def heads(self) -> int:
-        """KV head groups."""
-        return self.model.kv_heads
-
-    @property
-    def d_head(self) -> int:
-        """Head dimension."""
-        return self.model.d_head
 
     @property
     def bursts(self) -> int:
@@ -252,10 +272,6 @@ class Config:
     def channel(self, head: int, p: int) -> int:
         """Return the device channel of channel ``p`` of head group ``head``."""
         return head * self.ch_per_head + p
-
-    def row(self, layer: int, rel: int) -> int:
-        """Return the device row of row ``rel`` of a layer's band."""
-        return layer * self.rows_per_layer + rel
 
     def key_place(self, o2k: int, slot: int) -> tuple[int, int, int]:
         """Return ``(p, rel_row, col)`` of O1K ``slot`` of O2K ``o2k``: Case Ch, then C."""

@@ -29,6 +29,10 @@ Contract, in vLLM's terms (block ids are the engine's; request ids are small int
 * **Attention**: ``qk_step`` and ``sv_step`` return one program for a batch of requests in one
   layer, with each request's plan (where its scores or outputs are read back);
   ``sv_buffer`` is the zeroed score buffer ``sv_step`` takes without a copy.
+* **Read-outs**: a batch program's read-outs are split into each request's by
+  :func:`split_readouts` (PATTON's are contiguous per request, a baseline's interleave), and
+  each plan's ``decode(readouts, config)`` turns them into scores ``(heads, blocks * T)`` or
+  outputs ``(heads, D)``.
 * **State**: ``blocks`` maps every bound block id to its record, which has at least the
   reference count ``ref_cnt`` and ``full`` (the engine's adapter mirrors both); ``check()``
   asserts every invariant of the runtime's metadata.
@@ -40,11 +44,12 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 import numpy as np
+from patton.runtime.baselines.geometry import Geometry
 from patton.runtime.config import Config
 from patton.runtime.writes import WriteProgram, Writes
 from patton.sim.program import Program
 
-__all__ = ["KvRuntime", "BoundBlock", "MEMBERS"]
+__all__ = ["KvRuntime", "BoundBlock", "MEMBERS", "split_readouts"]
 
 
 class BoundBlock(Protocol):
@@ -58,7 +63,7 @@ class BoundBlock(Protocol):
 class KvRuntime(Protocol):
     """A KV-cache runtime on AiM (the contract is in the module's docstring)."""
 
-    config: Config
+    config: Config | Geometry  # PATTON's granule geometry, or a baseline's unit geometry
     blocks: Mapping[int, BoundBlock]
 
     def free_blocks(self) -> int: ...
@@ -95,3 +100,27 @@ class KvRuntime(Protocol):
 #: The interface's methods, in the order above (the conformance test walks them).
 MEMBERS = ("free_blocks", "free_blocks_for", "allocate", "share", "free", "finish", "evict",
            "write_many", "append", "qk_step", "sv_buffer", "sv_step", "check")
+
+
+def split_readouts(plans: Sequence, readouts: Sequence, config: Config | Geometry) -> list[list]:
+    """Split a batch program's read-outs into each request's, in the order its plan decodes.
+
+    A baseline's plans carry the order its interleaved program returns them in
+    (:func:`patton.runtime.baselines.programs.deal`); PATTON's are contiguous, one plan's
+    ``readouts(config)`` after another.
+
+    Raises:
+        ValueError: the read-outs do not add up to the plans'.
+    """
+    if hasattr(plans, "order"):
+        from patton.runtime.baselines.programs import deal
+
+        return deal(plans, readouts)
+    out, k = [], 0
+    for plan in plans:
+        n = plan.readouts(config)
+        out.append(list(readouts[k:k + n]))
+        k += n
+    if k != len(readouts):
+        raise ValueError(f"{len(readouts)} read-outs for plans of {k}")
+    return out

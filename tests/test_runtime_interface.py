@@ -5,9 +5,21 @@ from __future__ import annotations
 import inspect
 
 import pytest
+from patton.runtime.baselines import BASELINES, Geometry
 from patton.runtime.config import Config, model
 from patton.runtime.interface import MEMBERS, KvRuntime
 from patton.runtime.variants import VARIANTS
+
+RUNTIMES = [*VARIANTS, *BASELINES]
+
+
+def build(name: str):
+    """A small one-layer runtime of PATTON's variant or baseline ``name``."""
+    if name in BASELINES:
+        b = BASELINES[name]
+        return b.runtime(Geometry(model("llama3-8b"), block_size=b.block_size, layers=1,
+                                  layer_rows=512))
+    return VARIANTS[name].runtime(Config(model("llama3-8b"), layers=1, layer_rows=9))
 
 
 def _parameters(function) -> list[tuple[str, object]]:
@@ -19,11 +31,11 @@ def test_members_are_the_protocols_methods():
     assert sorted(declared) == sorted(MEMBERS)
 
 
-@pytest.mark.parametrize("name", VARIANTS)
-def test_every_variant_is_a_kv_runtime_with_the_same_signatures(name):
-    runtime = VARIANTS[name].runtime(Config(model("llama3-8b"), layers=1, layer_rows=9))
+@pytest.mark.parametrize("name", RUNTIMES)
+def test_every_runtime_is_a_kv_runtime_with_the_same_signatures(name):
+    runtime = build(name)
     assert isinstance(runtime, KvRuntime)
-    assert isinstance(runtime.config, Config)
+    assert isinstance(runtime.config, Geometry if name in BASELINES else Config)
     runtime.allocate(0, 5)
     record = runtime.blocks[5]
     assert record.ref_cnt == 1 and record.full is False

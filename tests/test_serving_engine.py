@@ -9,6 +9,7 @@ with the embedded engine and require the same steps, preemptions and per-request
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import hashlib
 import json
@@ -456,3 +457,48 @@ def test_conformance_with_vllm(path):
     _, result = replay(golden)
     diff = first_difference(result.as_dict(), golden)
     assert diff is None, diff
+
+
+# ------------------------------------------------------------------ prefix caching off
+
+#: Reports of real vLLM 0.33 with ``CacheConfig(enable_prefix_caching=False)`` on golden
+#: configurations for 1500 steps (a scratch lockstep driver ran ``VllmEngine`` and the embedded
+#: engine side by side on all six configurations: identical ``run(...).as_dict()``).
+NO_PREFIX_CACHING = {
+    "c8-p16-evict": {"steps": 1500, "requests": 102, "prompt_tokens": 26439,
+                     "cached_tokens": 0, "hit_rate": 0.0, "preemptions": 6,
+                     "recomputed_tokens": 22660},
+    "c8-p32-preempt": {"steps": 1500, "requests": 75, "prompt_tokens": 8506,
+                       "cached_tokens": 0, "hit_rate": 0.0, "preemptions": 29,
+                       "recomputed_tokens": 4871},
+}
+
+
+def test_prefix_caching_off_finds_no_hit_and_frees_to_the_head():
+    events: list[BlockEvent] = []
+    kv = KVCacheManager(12, 4, 1024, observer=events.append, prefix_caching=False)
+    keys: list[int] = []
+    tokens = list(range(9))
+    PrefixKeys(4).extend(keys, tokens)
+    assert kv.allocate("a", keys, 9, 0, 9, whole=True)
+    assert kv.blocks("a") == [1, 2, 3]
+    assert kv.limit("a") == 12  # nothing to cache: the decode fast path covers the slots
+    kv.free("a")
+    assert kv.hits(keys, 9) == []
+    assert kv.pool.free_order()[:4] == [3, 2, 1, 4]  # freed tail first, to the head (LIFO)
+    assert {e.kind for e in events} == {ALLOC, RELEASE}
+    assert all(k is None for k in kv.pool.key)
+
+
+@pytest.mark.parametrize("name", sorted(NO_PREFIX_CACHING))
+def test_prefix_caching_off_matches_vllm(name):
+    golden = load_golden(ROOT / f"tests/data/serving/golden/{name}.json.gz")
+    p = golden["params"]
+    params = dataclasses.replace(params_of(golden), enable_prefix_caching=False)
+    events: list[BlockEvent] = []
+    engine = EmbeddedEngine(params, observer=events.append)
+    result = run(engine, read(ROOT / p["conversations"]), clients=p["clients"], pool=p["pool"],
+                 max_model_len=p["max_model_len"], max_steps=1500)
+    assert result.report().as_dict() == NO_PREFIX_CACHING[name]
+    assert {e.kind for e in events} <= {ALLOC, RELEASE, UNSHARE}
+    assert VllmParams().enable_prefix_caching is True  # the default path is unchanged

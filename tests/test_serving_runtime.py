@@ -15,12 +15,14 @@ import json
 from pathlib import Path
 
 import pytest
+from patton.runtime.baselines import BASELINES
 from patton.runtime.config import MODELS, Config
 from patton.runtime.lifecycle import Runtime
 from patton.sim.serving.clients import Engine, Request, StepOutput, run
 from patton.sim.serving.conversations import read
 from patton.sim.serving.engine import EmbeddedEngine
 from patton.sim.serving.runtimes import (
+    PROFILES,
     VARIANTS,
     Attached,
     attach,
@@ -43,11 +45,11 @@ def load(name: str) -> dict:
                                       .read_bytes()))
 
 
-def params_of(p: dict) -> VllmParams:
+def params_of(p: dict, prefix_caching: bool = True) -> VllmParams:
     return VllmParams(block_size=p["block_size"], num_blocks=p["num_blocks"],
                       max_num_seqs=p["max_num_seqs"],
                       max_num_batched_tokens=p["max_num_batched_tokens"],
-                      max_model_len=p["max_model_len"])
+                      max_model_len=p["max_model_len"], enable_prefix_caching=prefix_caching)
 
 
 class Checked:
@@ -74,10 +76,14 @@ class Checked:
 def serve(variant: str, p: dict, *, check: int = -1, steps: int | None = None,
           runtime: Runtime | None = None):
     """Run golden-file parameters ``p`` with ``variant`` attached; return (run, attached)."""
+    profile = PROFILES[variant]
+    if variant in BASELINES:  # a baseline's block size and memory in its blocks
+        p = dict(p, block_size=profile.block_size,
+                 num_blocks=p["num_blocks"] * p["block_size"] // profile.block_size)
     attached = attach(variant, LLAMA, num_blocks=p["num_blocks"], block_size=p["block_size"])
     if runtime is not None:
         attached = Attached(attached.capacity, runtime)
-    engine = EmbeddedEngine(params_of(p), observer=attached.observe,
+    engine = EmbeddedEngine(params_of(p, profile.prefix_caching), observer=attached.observe,
                             placement=attached.placement)
     driven: Engine = engine if check < 0 else Checked(engine, attached, check)
     result = run(driven, read(ROOT / p["conversations"]), clients=p["clients"],
@@ -89,13 +95,26 @@ def serve(variant: str, p: dict, *, check: int = -1, steps: int | None = None,
 # ------------------------------------------------------------------------------- mirror
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", [v for v in VARIANTS if v not in BASELINES])
 def test_runtime_blocks_are_the_engines_running_and_cached_blocks(variant):
     # c8-p16-evict: eviction, chunked prefill and preemption; PATTON refuses here too
     result, attached = serve(variant, load("c8-p16-evict")["params"], check=40, steps=800)
     assert len(result.steps) == 800
     if variant != "gpu":
         assert attached.refused and attached.placement_evictions  # the runtime bound the run
+
+
+@pytest.mark.parametrize("variant", list(BASELINES))
+def test_baseline_blocks_are_the_engines_running_and_cached_blocks(variant):
+    """A baseline under the engine with its profile (block size, prefix caching): the mirror
+    holds and its invariants too, on 8 times c8-p16-evict's memory (a NeuPIMs request needs a
+    Value page per head in one channel: 8 Value groups, 128 rows a layer)."""
+    p = dict(load("c8-p16-evict")["params"], num_blocks=2048)
+    result, attached = serve(variant, p, check=40, steps=800)
+    assert len(result.steps) == 800 and result.report().requests > 8
+    rt = attached.runtime
+    assert rt is not None and rt.blocks
+    assert (not PROFILES[variant].prefix_caching) == (result.report().hit_rate == 0)
 
 
 def test_mirror_holds_through_preemptions_and_a_finished_file():

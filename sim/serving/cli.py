@@ -30,7 +30,7 @@ from typing import Any
 from patton.runtime.config import MODELS
 from patton.sim.serving.clients import ClientError, Engine, Request, StepOutput, run
 from patton.sim.serving.conversations import Conversation, WorkloadError, read
-from patton.sim.serving.runtimes import VARIANTS, Attached, attach
+from patton.sim.serving.runtimes import PROFILES, VARIANTS, Attached, attach, max_context
 
 __all__ = ["Meter", "add_parsers", "serve", "workload"]
 
@@ -166,8 +166,9 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     sv.add_argument("--num-blocks", type=int, default=None, metavar="N",
                     help="KV memory in blocks, null block included (default: the 16 GiB AiM "
                          "device: 8192 for llama3-8b)")
-    sv.add_argument("--block-size", type=int, default=16,
-                    help="tokens per KV block (default 16, vLLM's)")
+    sv.add_argument("--block-size", type=int, default=None,
+                    help="tokens per KV block (default: the runtime's; 16, vLLM's, for all but "
+                         "blockpim's row-bound 128)")
     sv.add_argument("--max-num-seqs", type=int, default=None, metavar="S",
                     help="running requests at most (default: C)")
     sv.add_argument("--max-batched-tokens", type=int, default=2048, metavar="B",
@@ -249,7 +250,12 @@ def serve(args: argparse.Namespace) -> int:
         conversations = read(args.conversations)
         attached = attach(args.runtime, MODELS[args.model], num_blocks=args.num_blocks,
                           block_size=args.block_size)
-        params = VllmParams(block_size=args.block_size,
+        limit = max_context(args.runtime, MODELS[args.model])
+        if limit is not None and args.max_model_len > limit:
+            raise UsageError(f"--runtime {args.runtime} holds at most {limit} tokens of "
+                             f"{args.model} context; give --max-model-len {limit} or less")
+        params = VllmParams(block_size=attached.capacity.block_size,
+                            enable_prefix_caching=PROFILES[args.runtime].prefix_caching,
                             num_blocks=attached.capacity.num_blocks,
                             max_num_seqs=args.max_num_seqs or args.clients,
                             max_num_batched_tokens=args.max_batched_tokens,
@@ -313,7 +319,8 @@ def _print(out: dict[str, Any]) -> None:
     where = ("the 16 GiB AiM device" if p["num_blocks_default"] else
              f"{p['num_blocks']} blocks of memory")
     shape = (f"{cap['layer_rows']} rows/layer ({cap['crs_rows']} Commit Zone), O2V "
-             f"{cap['o2v_blocks']} blocks, " if cap["layer_rows"] is not None else "")
+             f"{cap['o2v_blocks']} blocks, " if cap["crs_rows"] is not None else
+             f"{cap['layer_rows']} rows/layer, " if cap["layer_rows"] is not None else "")
     print(f"runtime     {out['runtime']} on {where} ({cap['bytes'] / 2**30:.3g} GiB): {shape}"
           f"{cap['blocks']} blocks = {cap['tokens']:,} tokens; engine {p['num_blocks']} "
           f"blocks")

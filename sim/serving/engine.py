@@ -29,6 +29,9 @@ update_from_output(), in scheduling order (one pass with step 3): a scheduled re
 its length appends the next token of its output (new full blocks get keys); it finishes with
 its last output token (or at ``max_model_len``), and its blocks are freed at once, tail first.
 
+``params.enable_prefix_caching`` False is vLLM with prefix caching off: no request finds a
+prefix hit and no block is cached (``KVCacheManager(prefix_caching=False)``).
+
 Block events go to an optional observer and a :class:`~patton.sim.serving.kv_cache.Placement`
 may refuse new blocks (see :mod:`patton.sim.serving.kv_cache`); with neither (the ``gpu``
 reference) the engine is plain vLLM.
@@ -114,7 +117,8 @@ class EmbeddedEngine:
                  placement: Placement | None = None) -> None:
         self.params = params
         self.kv = KVCacheManager(params.num_blocks, params.block_size, params.max_model_len,
-                                 observer=observer, placement=placement)
+                                 observer=observer, placement=placement,
+                                 prefix_caching=params.enable_prefix_caching)
         self._keys = PrefixKeys(params.block_size)
         self.running: list[Sequence] = []
         self.waiting: deque[Sequence] = deque()

@@ -95,11 +95,16 @@ class KVCacheManager:
         max_model_len: the context length (caps the slots of a request).
         observer: receives every block event, or None.
         placement: may refuse new blocks, or None.
+        prefix_caching: vLLM's ``enable_prefix_caching``. Off, :meth:`hits` finds nothing and
+            no block is ever cached (no CACHE events), so a freed block returns to the head of
+            the free queue without a key, as vLLM's pool does with caching off.
     """
 
     def __init__(self, num_blocks: int, block_size: int, max_model_len: int, *,
-                 observer: Observer | None = None, placement: Placement | None = None) -> None:
+                 observer: Observer | None = None, placement: Placement | None = None,
+                 prefix_caching: bool = True) -> None:
         self.pool = BlockPool(num_blocks, observer)
+        self.prefix_caching = prefix_caching
         self.block_size = block_size
         self.max_model_len = max_model_len
         self.placement = placement
@@ -108,6 +113,8 @@ class KVCacheManager:
 
     def hits(self, keys: Sequence[int], num_tokens: int) -> list[int]:
         """The longest run of cached blocks from block 0, capped at ``num_tokens - 1`` tokens."""
+        if not self.prefix_caching:
+            return []
         lookup = self.pool._map.get
         out: list[int] = []
         for i in range((num_tokens - 1) // self.block_size):
@@ -169,6 +176,8 @@ class KVCacheManager:
             self.num_cached[request_id] = len(table)
         if new:
             table.extend(pool.take(new, request_id))
+        if not self.prefix_caching:
+            return True
         # Cache the blocks the computed + scheduled tokens fill.
         done = self.num_cached.get(request_id, 0)
         full = min(total + num_new, num_tokens, len(keys) * bs) // bs
@@ -190,6 +199,8 @@ class KVCacheManager:
         if table is None:
             return -1
         bs = self.block_size
+        if not self.prefix_caching:  # no block to cache: only the slots bound
+            return len(table) * bs
         return min(len(table) * bs, (self.num_cached.get(request_id, 0) + 1) * bs - 1)
 
     def free(self, request_id: str) -> None:

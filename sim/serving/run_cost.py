@@ -1,0 +1,824 @@
+"""The cost of a serving run: PIM attention on the cycle model plus the GPU recomputation.
+
+:func:`measure` serves a conversation file through the embedded engine (vLLM 0.33's scheduler,
+:mod:`.engine`) with a PIM runtime attached (:func:`.runtimes.attach`), as
+:class:`~patton.sim.serving.chat.Chat` does, but for cost only. Per scheduler step:
+
+1. ``engine.schedule()``: the block events go to the runtime (metadata only);
+2. the step's **KV writes** of one layer: every decode token in one ``append`` call, every
+   prefill chunk as ``write_many`` items (the payload is a constant bf16 pattern: timing does
+   not depend on data); Key programs are ``k_write``, Value programs and Commit Zone commits
+   ``v_write``;
+3. **attention** of the step's decode requests in that layer: one batched QK^T and one
+   batched SV program, each issued once per query head of a KV head's group (GQA);
+4. every program runs on the cycle model (:class:`~patton.sim.cycle_model.CycleModel`, drained,
+   behind the exact cost reuse of :class:`~patton.sim.cost_cache.CostCache`), from the device
+   state the previous program left, and its cycles and energy go to its part;
+5. the step's prefill chunks are priced on the GPU model (:mod:`.gpu_cost`): the whole
+   prefill minus the prefill the GPU reference (vLLM's own cache, :func:`reference`) needs,
+   per step (the paper's §5.3 method);
+6. ``engine.update()``.
+
+**One layer simulated, every layer counted, exactly.** The runtime is laid out for one layer
+with the real per-layer row budget ``R`` (layer ``l`` of the model is layer 0 shifted by
+``l * R`` rows, and the allocator is shared by all layers). A forward pass runs layer by
+layer: layer ``l``'s writes, QK^T and SV start from the state layer ``l - 1`` left, whose open
+rows all lie in another layer's band. The cycle model uses rows only through per-bank equality
+with the rows a program asks for (:mod:`patton.sim.cost_cache`), so layer ``l`` costs what
+layer 0's programs cost from that state with every open row of layer 0's band renamed to one
+row outside it (:func:`foreign`). The loop runs layer 0's chain from ``foreign(state)``; when
+the chain leaves a state whose ``foreign`` image is the one it started from, every further
+layer repeats it exactly and the chain's cost is multiplied by the layers left; otherwise the
+chain is run again from the new state (up to ``layers`` times). The query heads of a GQA group
+are handled the same way: a QK^T (SV) call that leaves the state it started from is repeated
+at the same cost. Both are exact, not estimates (``tests/test_run_cost.py`` compares them with a
+2-4-layer runtime driven layer by layer, every query head issued).
+
+``check=True`` verifies every program's schedule (:func:`patton.sim.check.verify_from`) and the
+engine/runtime mirror; ``replay=True`` also runs the programs on a
+:class:`~patton.sim.executor.FunctionalExecutor` with token-dependent data
+(:class:`~patton.sim.serving.chat.TokenKV`) and compares every request's scores and outputs
+with the NumPy references, bit for bit (:mod:`.checks` for PATTON,
+:mod:`patton.runtime.baselines.reference` for a baseline). The functional model executes a
+few thousand instructions a second, so replay suits short runs of small workloads.
+
+``docs/run-cost.md`` describes the figures and what they cost to compute.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from patton.runtime.baselines.reference import sv_exact as baseline_sv
+from patton.runtime.config import MODELS, ModelSpec
+from patton.runtime.interface import split_readouts
+from patton.runtime.lifecycle import Runtime
+from patton.sim.check import verify_from
+from patton.sim.cost_cache import CostCache
+from patton.sim.cycle_model import FRONTENDS, CycleModel, DeviceState
+from patton.sim.device import AF_ROW_BASE, DEVICE, params
+from patton.sim.energy import energy
+from patton.sim.executor import FunctionalExecutor, closed
+from patton.sim.program import Program
+from patton.sim.serving import checks, gpu_cost, runtimes
+from patton.sim.serving.clients import ClientError, Clients
+from patton.sim.serving.conversations import Conversation
+from patton.sim.serving.engine import EmbeddedEngine, Sequence
+from patton.sim.serving.vllm_engine import VllmParams
+
+__all__ = ["PARTS", "PartCost", "Reference", "RunCost", "foreign", "measure",
+           "profile", "reference"]
+
+#: The parts of PIM attention (the paper's Fig. 7): Key writes, Value writes (and Commit Zone
+#: commits), QK^T and SV.
+PARTS = ("k_write", "v_write", "qk", "sv")
+
+#: Seconds per memory-system cycle.
+CYCLE_SECONDS = float(params()["cycle_ns"]) * 1e-9
+
+#: The bf16 word of every Key, Value and query element of a cost-only run (1.0).
+PATTERN = 0x3F80
+
+#: The GPU reference's block size (vLLM's default).
+REFERENCE_BLOCK_SIZE = 16
+
+
+# ------------------------------------------------------------------------------ records
+
+
+@dataclass
+class PartCost:
+    """One part's cost summed over a run's steps, all layers and all query heads."""
+
+    cycles: int = 0
+    energy_pj: float = 0.0
+
+    @property
+    def seconds(self) -> float:
+        """The part's device time."""
+        return self.cycles * CYCLE_SECONDS
+
+    @property
+    def joules(self) -> float:
+        """The part's energy."""
+        return self.energy_pj * 1e-12
+
+    def as_dict(self) -> dict[str, float | int]:
+        """Return the cost as plain JSON data (with seconds and joules)."""
+        return {"cycles": self.cycles, "energy_pj": self.energy_pj, "seconds": self.seconds,
+                "joules": self.joules}
+
+
+@dataclass
+class RunCost:
+    """What a serving run cost (see the module docstring).
+
+    Invariants: ``parts`` has the keys :data:`PARTS`; ``recompute_*`` is the GPU prefill
+    caused by the runtime (whole minus required, per step); ``violations == 0`` for a correct
+    runtime; ``checked_programs == 0`` unless the run was checked.
+    """
+
+    model: str
+    runtime: str
+    frontend: str
+    steps: int  # scheduler steps run
+    parts: dict[str, PartCost]  # keys PARTS
+    recompute_seconds: float  # GPU prefill recomputation caused by the runtime
+    recompute_joules: float
+    prefill_tokens: int  # tokens of prefill chunks (recomputation included)
+    decode_tokens: int  # decode tokens (requests attended on the PIM)
+    recomputed_tokens: int  # prefill tokens the GPU reference did not need (priced above)
+    preemptions: int
+    hit_rate: float  # cached / prompt tokens of the finished requests (first admission)
+    checked_programs: int  # programs verified (check=True), 0 otherwise
+    violations: int  # verify violations found (must be 0)
+    wall_seconds: float
+    mismatches: int = 0  # check=True: attention results differing from the reference
+    unreferenced: int = 0  # requests the GPU reference never admitted (nothing required)
+    seconds_by_phase: dict[str, float] = field(default_factory=dict)  # wall time split
+
+    @property
+    def pim_seconds(self) -> float:
+        """Device time of every part (the programs run one after the other)."""
+        return sum(p.cycles for p in self.parts.values()) * CYCLE_SECONDS
+
+    @property
+    def pim_joules(self) -> float:
+        """Device energy of every part."""
+        return sum(p.energy_pj for p in self.parts.values()) * 1e-12
+
+    @property
+    def latency_seconds(self) -> float:
+        """PIM attention time plus the GPU recomputation."""
+        return self.pim_seconds + self.recompute_seconds
+
+    @property
+    def energy_joules(self) -> float:
+        """PIM attention energy plus the GPU recomputation's."""
+        return self.pim_joules + self.recompute_joules
+
+    def as_dict(self) -> dict[str, Any]:
+        """Return the figures as plain JSON data."""
+        out: dict[str, Any] = {
+            "model": self.model, "runtime": self.runtime, "frontend": self.frontend,
+            "steps": self.steps,
+            "parts": {name: self.parts[name].as_dict() for name in PARTS},
+            "pim_seconds": self.pim_seconds, "pim_joules": self.pim_joules,
+            "recompute_seconds": self.recompute_seconds,
+            "recompute_joules": self.recompute_joules,
+            "latency_seconds": self.latency_seconds, "energy_joules": self.energy_joules}
+        for name in ("prefill_tokens", "decode_tokens", "recomputed_tokens", "preemptions",
+                     "hit_rate", "checked_programs", "violations", "mismatches",
+                     "unreferenced", "wall_seconds"):
+            out[name] = getattr(self, name)
+        out["seconds_by_phase"] = dict(self.seconds_by_phase)
+        return out
+
+
+@dataclass(frozen=True)
+class Reference:
+    """What the GPU reference (vLLM's own cache, the ``gpu`` variant) needs.
+
+    ``required[request id]`` is the prefix hit the request's first admission found there
+    (``num_cached_tokens``): the GPU reference prefills the prompt from that position on.
+    The other fields are the workload parameters it was run with (:func:`measure` requires
+    the same) and the steps it ran (``2 * steps + 64`` at most, so that it admits every
+    request a slower run reaches within ``steps``).
+    """
+
+    required: dict[str, int]
+    model: str
+    clients: int
+    pool: int
+    max_model_len: int
+    max_batched_tokens: int
+    num_blocks: int | None
+    steps: int  # steps asked for
+    steps_run: int  # steps the reference ran
+
+    def workload(self) -> tuple:
+        """The parameters a run must share with this reference."""
+        return (self.model, self.clients, self.pool, self.max_model_len,
+                self.max_batched_tokens, self.num_blocks)
+
+
+def profile(runtime: str) -> runtimes.Profile:
+    """Return how ``runtime`` is served (:data:`.runtimes.PROFILES`)."""
+    return runtimes.PROFILES[runtime]
+
+
+# ------------------------------------------------------------------------------ arguments
+
+
+def _model(model: str | ModelSpec) -> ModelSpec:
+    if isinstance(model, ModelSpec):
+        return model
+    if model not in MODELS:
+        raise ValueError(f"unknown model {model!r}; known: {', '.join(MODELS)}")
+    return MODELS[model]
+
+
+def _counts(steps: int, clients: int, pool: int, max_model_len: int,
+            max_batched_tokens: int, num_blocks: int | None) -> None:
+    for name, v in (("steps", steps), ("clients", clients), ("pool", pool),
+                    ("max_model_len", max_model_len),
+                    ("max_batched_tokens", max_batched_tokens)):
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ValueError(f"{name} must be an int, got {v!r}")  # noqa: TRY004 (API)
+        if v < (0 if name == "steps" else 1):
+            raise ValueError(f"{name} must be >= {0 if name == 'steps' else 1}, got {v}")
+    if pool % clients:
+        raise ValueError(f"pool must be a positive multiple of clients ({clients}), got {pool}")
+    if max_model_len < 2:
+        raise ValueError(f"max_model_len must be >= 2, got {max_model_len}")
+    if num_blocks is not None and (isinstance(num_blocks, bool) or not isinstance(num_blocks, int)
+                                   or num_blocks < 2):
+        raise ValueError(f"num_blocks must be None or an int >= 2, got {num_blocks!r}")
+
+
+# ------------------------------------------------------------------------------ reference
+
+
+def reference(conversations: Iterable[Conversation], model: str, *, steps: int, clients: int,
+              pool: int, max_model_len: int = 2048, max_batched_tokens: int = 2048,
+              num_blocks: int | None = None) -> Reference:
+    """Run the workload on the GPU reference (engine only) and record each request's hit.
+
+    It runs ``2 * steps + 64`` steps at most (fewer if every conversation is served), so
+    that a PIM run of ``steps`` steps, which is never ahead of it by much, finds every one of
+    its requests. ``num_blocks`` sizes the nominal memory as for :func:`measure`.
+
+    Raises:
+        ValueError: an unknown model or a bad count.
+    """
+    spec = _model(model)
+    _counts(steps, clients, pool, max_model_len, max_batched_tokens, num_blocks)
+    convs = list(conversations)
+    cap = runtimes.capacity("gpu", spec, num_blocks=num_blocks,
+                            block_size=REFERENCE_BLOCK_SIZE)
+    engine = EmbeddedEngine(VllmParams(REFERENCE_BLOCK_SIZE, cap.num_blocks, clients,
+                                       max_batched_tokens, max_model_len))
+    model_ = Clients(convs, clients=clients, pool=pool, max_model_len=max_model_len)
+    required: dict[str, int] = {}
+    limit = 2 * steps + 64
+    done = 0
+    while done < limit:
+        for request, _ in model_.send():
+            engine.add(request)
+        if model_.in_flight == 0:
+            break
+        batch = engine.schedule()
+        if not batch.scheduled:
+            raise ClientError(f"reference step {done} scheduled nothing with "
+                              f"{model_.in_flight} request(s) in flight")
+        for seq, _ in batch.scheduled:
+            if seq.request_id not in required:
+                required[seq.request_id] = seq.cached_tokens
+        out = engine.update(batch)
+        model_.finish(f.request_id for f in out.finished)
+        done += 1
+    return Reference(required, spec.name, clients, pool, max_model_len, max_batched_tokens,
+                     num_blocks, steps, done)
+
+
+# ------------------------------------------------------------------------------ the device
+
+
+def foreign(state: DeviceState, rows: int) -> DeviceState:
+    """Return ``state`` with every open row of the band ``0 .. rows - 1`` renamed to ``rows``.
+
+    That is the state layer 0's programs see when the previous layer's (at ``rows`` rows
+    further, or another band) left its rows open: a bank open on a row of another layer's
+    band needs the same PRE and ACT whichever row it is (module docstring).
+    """
+    out = tuple(tuple(rows if 0 <= r < rows else r for r in bank) for bank in state.open_rows)
+    if out == state.open_rows:
+        return state
+    return DeviceState(out, state.reg_mode, state.cfr)
+
+
+class _Device:
+    """The cycle model behind the exact cost reuse; with ``check``, recording and verifying."""
+
+    def __init__(self, frontend: str, check: bool) -> None:
+        model = CycleModel(DEVICE, record=check, drain=True, frontend=frontend)
+        self.timing = model if check else CostCache(model, capacity=1 << 16)
+        self.check = check
+        self.checked = 0
+        self.violations = 0
+        self.problems: list[str] = []
+        self.runs = 0
+
+    def run(self, program: Program, state: DeviceState) -> tuple[int, float, DeviceState]:
+        """Return the program's cycles, energy (pJ) and end state, from ``state``."""
+        r = self.timing.run(program, state)
+        self.runs += 1
+        if self.check:
+            per: dict[int, list] = {}
+            for cmd in r.schedule or ():
+                per.setdefault(cmd.channel, []).append(cmd)
+            for ch, cmds in per.items():
+                found = verify_from(state, ch, cmds, DEVICE)
+                self.violations += len(found)
+                self.problems.extend(f"channel {ch}: {v}" for v in found[:3])
+            self.checked += 1
+        pj = energy(r.command_counts, r.bank_state_cycles, r.cycles).total * 1000.0
+        assert r.state is not None
+        return r.cycles, pj, r.state
+
+
+# ------------------------------------------------------------------------------ one step
+
+
+@dataclass
+class _Work:
+    """One step's device work, runtime-independent (the engine's decisions)."""
+
+    decode: list[tuple[Sequence, int, int]] = field(default_factory=list)  # seq, rid, block
+    pieces: list[tuple[Sequence, int, int, int, int]] = field(default_factory=list)
+    # (seq, block, offset, position, tokens) of the prefill chunks, block by block
+    whole: list[tuple[int, int]] = field(default_factory=list)  # prefill chunks (new, ctx)
+    required: list[tuple[int, int]] = field(default_factory=list)  # of them, the required
+    width: int = 0  # the SV buffer width (max decode table length x block size)
+
+
+def _work(batch: Any, engine: EmbeddedEngine, attached: runtimes.Attached,
+          ref: Reference | None, unreferenced: set[str]) -> _Work:
+    """Split a step's schedule into decode tokens, prefill pieces and GPU chunks."""
+    bs = engine.params.block_size
+    tables = engine.kv.tables
+    w = _Work()
+    widest = 0
+    for (seq, n), start in zip(batch.scheduled, batch.starts):
+        table = tables[seq.request_id]
+        prompt = len(seq.tokens) - seq.num_output
+        if n == 1 and start >= prompt:
+            w.decode.append((seq, attached.ids[seq.request_id], table[start // bs]))
+            widest = max(widest, len(table))
+            continue
+        pos = start
+        while pos < start + n:
+            end = min(start + n, (pos // bs + 1) * bs)
+            w.pieces.append((seq, table[pos // bs], pos % bs, pos, end - pos))
+            pos = end
+        w.whole.append((n, start))
+        if seq.num_preemptions:  # recomputed after a preemption: never required
+            continue
+        hit = ref.required.get(seq.request_id) if ref is not None else start
+        if hit is None:
+            unreferenced.add(seq.request_id)
+            hit = start
+        lo = max(start, hit)
+        if start + n > lo:
+            w.required.append((start + n - lo, lo))
+    w.width = widest * bs
+    return w
+
+
+def _split(w: Any) -> list[tuple[str, Program]]:
+    """The programs of a write call (``Writes`` or ``WriteProgram``) by part, non-empty."""
+    out = []
+    for part, prog in (("k_write", w.key), ("v_write", w.value), ("v_write", w.commit)):
+        if not isinstance(prog, Program):
+            prog = Program.of(list(prog))
+        if len(prog):
+            out.append((part, closed(prog)))
+    return out
+
+
+class _Meter:
+    """One measured run: the engine, the runtime, the device, the sums."""
+
+    def __init__(self, conversations: list[Conversation], spec: ModelSpec, runtime: str, *,
+                 steps: int, frontend: str, clients: int, pool: int, max_model_len: int,
+                 max_batched_tokens: int, ref: Reference, check: bool,
+                 num_blocks: int | None, layers: int | None = None,
+                 replay: bool = False) -> None:
+        prof = profile(runtime)
+        self.spec = spec
+        self.runtime_name = runtime
+        self.steps = steps
+        self.frontend = frontend
+        self.check = check
+        self.ref = ref
+        self.attached = runtimes.attach(runtime, spec, num_blocks=num_blocks,
+                                        block_size=prof.block_size, fill=False)
+        rt = self.attached.runtime
+        assert rt is not None
+        self.rt = rt
+        cap = self.attached.capacity
+        self.engine = EmbeddedEngine(
+            VllmParams(cap.block_size, cap.num_blocks, clients, max_batched_tokens,
+                       max_model_len, enable_prefix_caching=prof.prefix_caching),
+            observer=self.attached.observe, placement=self.attached.placement)
+        self.clients = Clients(conversations, clients=clients, pool=pool,
+                               max_model_len=max_model_len)
+        cfg = rt.config
+        self.cfg = cfg
+        self.layers = spec.layers if layers is None else layers
+        self.group = spec.q_heads // spec.kv_heads
+        band = getattr(cfg, "rows_per_layer", None)
+        if not isinstance(band, int) or band < 1:
+            raise ValueError(f"runtime {runtime!r} has no per-layer row band "
+                             "(config.rows_per_layer): the layers cannot be counted")
+        self.band = band
+        self.device = _Device(frontend, check)
+        self.state = DeviceState.reset(DEVICE)
+        self.gpu = gpu_cost.AnalyticCost(spec)
+        self.parts = {name: PartCost() for name in PARTS}
+        self.recompute = gpu_cost.ZERO
+        self.counts = dict.fromkeys(("prefill", "decode", "recomputed", "preemptions"), 0)
+        self.prompts: dict[str, int] = {}
+        self.finished_prompt = 0
+        self.finished_cached = 0
+        self.unreferenced: set[str] = set()
+        self.timers = dict.fromkeys(("engine", "programs", "cycle_model", "gpu", "checks"),
+                                    0.0)
+        self._arrays: dict[tuple, np.ndarray] = {}
+        self.mismatches = 0
+        self.patton = isinstance(rt, Runtime)
+        self.functional = FunctionalExecutor(DEVICE) if replay else None
+        self.data = None
+        self.scratch = checks.Report()
+        if replay:
+            from patton.sim.serving.chat import TokenKV
+
+            self.data = TokenKV(cfg, 0)
+
+    # ------------------------------------------------------------------ data
+
+    def _pattern(self, shape: tuple[int, ...]) -> np.ndarray:
+        a = self._arrays.get(shape)
+        if a is None:
+            a = self._arrays[shape] = np.full(shape, PATTERN, np.uint16)
+        return a
+
+    def _kv(self, seq: Sequence, position: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(layers, n, heads, D)`` Keys and Values of ``seq``'s tokens from ``position``."""
+        c = self.cfg
+        if self.data is None:
+            a = self._pattern((c.n_layers, n, c.heads, c.d_head))
+            return a, a
+        hashes = self.data.hashes(seq.request_id, seq.tokens, position + n)[position:]
+        return self.data.kv(hashes)
+
+    # ------------------------------------------------------------------ the loop
+
+    def run(self, on_step: Callable[[int], None] | None) -> RunCost:
+        started = time.perf_counter()
+        index = 0
+        t = time.perf_counter
+        while index < self.steps:
+            t0 = t()
+            for request, _ in self.clients.send():
+                self.prompts[request.request_id] = len(request.prompt)
+                self.engine.add(request)
+            if self.clients.in_flight == 0:
+                break
+            batch = self.engine.schedule()
+            if not batch.scheduled:
+                raise ClientError(f"step {index} scheduled nothing with "
+                                  f"{self.clients.in_flight} request(s) in flight (too few "
+                                  "blocks for one request?)")
+            self.counts["preemptions"] += len(batch.preempted)
+            work = _work(batch, self.engine, self.attached, self.ref, self.unreferenced)
+            t1 = t()
+            self.timers["engine"] += t1 - t0
+            self._step(work)
+            t2 = t()
+            out = self.engine.update(batch)
+            for f in out.finished:
+                self.finished_prompt += self.prompts.pop(f.request_id)
+                self.finished_cached += f.num_cached_tokens
+            self.clients.finish(f.request_id for f in out.finished)
+            if self.check:
+                for problem in runtimes.mirror_errors(self.engine.kv.pool, self.attached):
+                    self.device.problems.append(f"step {index}: {problem}")
+                    self.mismatches += 1
+            self.timers["engine"] += t() - t2
+            index += 1
+            if on_step is not None:
+                on_step(index - 1)
+        rc = RunCost(
+            model=self.spec.name, runtime=self.runtime_name, frontend=self.frontend,
+            steps=index, parts=self.parts, recompute_seconds=self.recompute.seconds,
+            recompute_joules=self.recompute.joules, prefill_tokens=self.counts["prefill"],
+            decode_tokens=self.counts["decode"], recomputed_tokens=self.counts["recomputed"],
+            preemptions=self.counts["preemptions"],
+            hit_rate=self.finished_cached / self.finished_prompt if self.finished_prompt
+            else 0.0,
+            checked_programs=self.device.checked, violations=self.device.violations,
+            wall_seconds=time.perf_counter() - started, mismatches=self.mismatches,
+            unreferenced=len(self.unreferenced),
+            seconds_by_phase={k: round(v, 6) for k, v in self.timers.items()})
+        return rc
+
+    def _step(self, work: _Work) -> None:
+        t = time.perf_counter
+        t0 = t()
+        progs = self._programs(work)
+        t1 = t()
+        self.timers["programs"] += t1 - t0
+        if progs:
+            self._cost(progs)
+        t2 = t()
+        self.timers["cycle_model"] += t2 - t1
+        if work.whole:
+            self.counts["prefill"] += sum(n for n, _ in work.whole)
+            self.counts["recomputed"] += (sum(n for n, _ in work.whole)
+                                          - sum(n for n, _ in work.required))
+            self.recompute = self.recompute + gpu_cost.recompute_cost(
+                self.gpu, work.whole, work.required)
+        self.counts["decode"] += len(work.decode)
+        self.timers["gpu"] += t() - t2
+
+    def _programs(self, work: _Work) -> list[tuple[str, Program, int]]:
+        """Write the step's KV and build layer 0's attention: ``(part, program, repeats)``."""
+        rt = self.rt
+        c = self.cfg
+        progs: list[tuple[str, Program, int]] = []
+        if work.decode:
+            blocks = [b for _, _, b in work.decode]
+            if self.data is None:
+                kv = self._pattern((len(blocks), c.n_layers, c.heads, c.d_head))
+                keys = values = kv
+            else:
+                pairs = [self._kv(seq, len(seq.tokens) - 1, 1) for seq, _, _ in work.decode]
+                keys = np.stack([k[:, 0] for k, _ in pairs])
+                values = np.stack([v[:, 0] for _, v in pairs])
+            progs += [(p, prog, 1) for p, prog in _split(rt.append(blocks, keys, values))]
+        if work.pieces:
+            items = []
+            for seq, block, offset, position, n in work.pieces:
+                k, v = self._kv(seq, position, n)
+                items.append((block, offset, k, v))
+            write_program = getattr(rt, "write_program", None)
+            w = write_program(items) if write_program is not None else \
+                rt.write_many(items, emit=True)
+            progs += [(p, prog, 1) for p, prog in _split(w)]
+        if self.functional is not None:
+            for _, prog, _ in progs:
+                self.functional.run(prog)
+        if work.decode:
+            rids = [rid for _, rid, _ in work.decode]
+            if self.data is None:
+                queries = self._pattern((len(rids), c.heads, c.d_head))
+            else:
+                queries = np.stack([self.data.query(self.data.hashes(
+                    seq.request_id, seq.tokens, len(seq.tokens))[-1])[0]
+                    for seq, _, _ in work.decode])
+            qk, qk_plans = rt.qk_step(rids, 0, queries)
+            qk = closed(qk)
+            buf = rt.sv_buffer(rids, 0, work.width)
+            if self.functional is not None:
+                self._check_qk(work, qk, qk_plans, queries, buf)
+            sv, sv_plans = rt.sv_step(rids, 0, buf)
+            sv = closed(sv)
+            if self.functional is not None:
+                self._check_sv(work, sv, sv_plans, buf)
+            progs += [("qk", qk, self.group), ("sv", sv, self.group)]
+        for part, prog, _ in progs:
+            row = prog.row
+            if ((row >= self.band) & (row < AF_ROW_BASE)).any():
+                raise ValueError(f"runtime {self.runtime_name!r}: a {part} program addresses "
+                                 f"row {int(row[row < AF_ROW_BASE].max())}, outside layer 0's "
+                                 f"band of {self.band} rows; counting the layers assumes layer "
+                                 "l is layer 0 shifted by l bands")
+        return progs
+
+    # ------------------------------------------------------------------ cost
+
+    def _chain(self, progs: list[tuple[str, Program, int]], state: DeviceState
+               ) -> tuple[dict[str, list], DeviceState]:
+        """Run one layer's programs from ``state``: cost by part, end state."""
+        run = self.device.run
+        costs = {name: [0, 0.0] for name in PARTS}
+        for part, prog, repeats in progs:
+            acc = costs[part]
+            done = 0
+            while done < repeats:
+                cycles, pj, end = run(prog, state)
+                if end == state:  # a fixpoint: every call left costs the same
+                    acc[0] += cycles * (repeats - done)
+                    acc[1] += pj * (repeats - done)
+                    break
+                acc[0] += cycles
+                acc[1] += pj
+                state = end
+                done += 1
+        return costs, state
+
+    def _cost(self, progs: list[tuple[str, Program, int]]) -> None:
+        """Run the step's chain for every layer (exactly: see the module docstring)."""
+        state = self.state
+        done = 0
+        while done < self.layers:
+            start = foreign(state, self.band)
+            costs, end = self._chain(progs, start)
+            same = foreign(end, self.band) == start
+            times = self.layers - done if same else 1
+            for name, (cycles, pj) in costs.items():
+                part = self.parts[name]
+                part.cycles += cycles * times
+                part.energy_pj += pj * times
+            state = end
+            done += times
+        self.state = state
+
+    # ------------------------------------------------------------------ checks
+
+    def _check_qk(self, work: _Work, qk: Program, plans: list, queries: np.ndarray,
+                  buf: np.ndarray) -> None:
+        t0 = time.perf_counter()
+        assert self.functional is not None and self.data is not None
+        c = self.cfg
+        readouts = self.functional.run(qk).readouts
+        try:
+            per = split_readouts(plans, readouts, c)
+        except ValueError as e:
+            self.mismatches += 1
+            self.device.problems.append(f"QK^T: {e}")
+            return
+        for i, ((seq, rid, _), plan) in enumerate(zip(work.decode, plans)):
+            scores = plan.decode(per[i], c)
+            index = self.rt.token_index(rid)
+            scores = scores[:, index]
+            keys, _ = self._kv(seq, 0, len(seq.tokens))
+            bad = checks.check_scores(keys[0], queries[i], scores, self.scratch)
+            if bad:
+                self.mismatches += bad
+                self.device.problems.append(f"{seq.request_id}: {bad} QK^T score(s) differ")
+            buf[i][:, index] = checks.softmax(scores, c.d_head)
+        self.timers["checks"] += time.perf_counter() - t0
+
+    def _check_sv(self, work: _Work, sv: Program, plans: list, buf: np.ndarray) -> None:
+        t0 = time.perf_counter()
+        assert self.functional is not None
+        c = self.cfg
+        readouts = self.functional.run(sv).readouts
+        try:
+            per = split_readouts(plans, readouts, c)
+        except ValueError as e:
+            self.mismatches += 1
+            self.device.problems.append(f"SV: {e}")
+            return
+        for i, ((seq, rid, _), plan) in enumerate(zip(work.decode, plans)):
+            outs = plan.decode(per[i], c)
+            index = self.rt.token_index(rid)
+            _, values = self._kv(seq, 0, len(seq.tokens))
+            blocks = len(self.rt.table(rid))
+            if self.patton:
+                bad = checks.check_outputs(values[0], buf[i][:, index], outs, plan, index,
+                                           blocks, c.block_size, self.scratch)
+            else:  # a baseline's plan: its own reduction order
+                bad = 0
+                for h in range(c.heads):
+                    table = np.zeros((blocks * c.block_size, c.d_head), np.uint16)
+                    table[index] = values[0][:, h]
+                    bad += int((outs[h] != baseline_sv(plan, h, table, buf[i][h])).sum())
+            if bad:
+                self.mismatches += bad
+                self.device.problems.append(f"{seq.request_id}: {bad} SV output(s) differ")
+        self.timers["checks"] += time.perf_counter() - t0
+
+
+# ------------------------------------------------------------------------------ measure
+
+
+def _prepare(conversations: Iterable[Conversation], model: str | ModelSpec, runtime: str, *,
+             steps: int, frontend: str, clients: int, pool: int, max_model_len: int,
+             max_batched_tokens: int, ref: Reference | None, check: bool,
+             num_blocks: int | None, layers: int | None = None,
+             replay: bool = False) -> _Meter:
+    spec = _model(model)
+    _counts(steps, clients, pool, max_model_len, max_batched_tokens, num_blocks)
+    if runtime == "gpu":
+        raise ValueError("runtime 'gpu' is vLLM's own KV cache: it has no PIM programs to "
+                         "cost (it is the reference: use reference())")
+    if runtime not in runtimes.VARIANTS:
+        raise ValueError(f"unknown runtime {runtime!r}; known: {', '.join(runtimes.VARIANTS)}")
+    if frontend not in FRONTENDS:
+        raise ValueError(f"unknown front end {frontend!r}; known: {', '.join(FRONTENDS)}")
+    limit = runtimes.max_context(runtime, spec)
+    if limit is not None and max_model_len > limit:
+        raise ValueError(f"runtime {runtime!r} holds at most {limit} tokens of {spec.name} "
+                         f"context; max_model_len is {max_model_len}")
+    convs = list(conversations)
+    if ref is None:
+        ref = reference(convs, spec, steps=steps, clients=clients, pool=pool,
+                        max_model_len=max_model_len, max_batched_tokens=max_batched_tokens,
+                        num_blocks=num_blocks)
+    else:
+        want = (spec.name, clients, pool, max_model_len, max_batched_tokens, num_blocks)
+        if ref.workload() != want:
+            raise ValueError(f"the reference was run with (model, clients, pool, "
+                             f"max_model_len, max_batched_tokens, num_blocks) = "
+                             f"{ref.workload()}, this run is {want}")
+    return _Meter(convs, spec, runtime, steps=steps, frontend=frontend, clients=clients,
+                  pool=pool, max_model_len=max_model_len,
+                  max_batched_tokens=max_batched_tokens, ref=ref, check=check or replay,
+                  num_blocks=num_blocks, layers=layers, replay=replay)
+
+
+def measure(conversations: Iterable[Conversation], model: str, runtime: str, *, steps: int,
+            frontend: str = "shared", clients: int, pool: int, max_model_len: int = 2048,
+            max_batched_tokens: int = 2048, reference: Reference | None = None,
+            check: bool = False, on_step: Callable[[int], None] | None = None,
+            num_blocks: int | None = None, replay: bool = False) -> RunCost:
+    """Serve ``conversations`` for ``steps`` steps with ``runtime`` attached; return the cost.
+
+    ``model`` is a preset of :data:`patton.runtime.config.MODELS`, ``runtime`` a PIM variant of
+    :data:`.runtimes.VARIANTS` (served as :func:`profile` says: block size, prefix caching,
+    context limit). The engine has ``clients`` sequences, ``max_batched_tokens`` tokens per
+    step and the runtime's capacity (the 16 GiB device, or ``num_blocks`` blocks of KV memory).
+    ``reference`` is the GPU reference of the same workload (computed when None).
+    ``on_step(i)`` is called after step ``i``. ``check`` verifies every program and the
+    engine/runtime mirror; ``replay`` (which implies it) also runs them on the functional
+    model and compares attention bit for bit (slow: short runs only).
+
+    Raises:
+        ValueError: an unknown model, runtime or front end, the ``gpu`` variant (no PIM), a
+            bad count, a context longer than the runtime supports, or a reference of
+            another workload.
+        ClientError: a step scheduled nothing (too few blocks for one request).
+    """
+    meter = _prepare(conversations, model, runtime, steps=steps, frontend=frontend,
+                     clients=clients, pool=pool, max_model_len=max_model_len,
+                     max_batched_tokens=max_batched_tokens, ref=reference, check=check,
+                     num_blocks=num_blocks, replay=replay)
+    return meter.run(on_step)
+
+
+# ------------------------------------------------------------------------------ entry point
+
+
+def _main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m patton.sim.serving.run_cost",
+                                description="The cost of a serving run (docs/run-cost.md).")
+    p.add_argument("--model", default="llama3-8b", choices=list(MODELS))
+    p.add_argument("--runtime", default="patton")
+    p.add_argument("--steps", type=int, default=300)
+    p.add_argument("--clients", type=int, default=32)
+    p.add_argument("--pool", type=int, default=64)
+    p.add_argument("--conversations", default=None,
+                   help="a conversation file (default: the first 300 ShareGPT conversations)")
+    p.add_argument("--frontend", default="shared", choices=list(FRONTENDS))
+    p.add_argument("--max-model-len", type=int, default=2048)
+    p.add_argument("--max-batched-tokens", type=int, default=2048)
+    p.add_argument("--num-blocks", type=int, default=None)
+    p.add_argument("--check", action="store_true", help="verify every program")
+    p.add_argument("--replay", action="store_true",
+                   help="also replay on the functional model, attention bit-exact (slow)")
+    p.add_argument("--json", action="store_true")
+    a = p.parse_args(argv)
+    from patton.sim.serving import conversations as cv
+
+    t0 = time.perf_counter()
+    convs = cv.read(a.conversations) if a.conversations else cv.from_sharegpt(count=300)
+    t1 = time.perf_counter()
+    try:
+        ref = reference(convs, a.model, steps=a.steps, clients=a.clients, pool=a.pool,
+                        max_model_len=a.max_model_len,
+                        max_batched_tokens=a.max_batched_tokens, num_blocks=a.num_blocks)
+        t2 = time.perf_counter()
+        rc = measure(convs, a.model, a.runtime, steps=a.steps, frontend=a.frontend,
+                     clients=a.clients, pool=a.pool, max_model_len=a.max_model_len,
+                     max_batched_tokens=a.max_batched_tokens, reference=ref, check=a.check,
+                     num_blocks=a.num_blocks, replay=a.replay)
+    except (ValueError, ClientError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if a.json:
+        import json
+
+        print(json.dumps(rc.as_dict(), indent=1))
+        return 0
+    print(f"{rc.model} {rc.runtime} ({rc.frontend} front end): {rc.steps} steps, "
+          f"{rc.decode_tokens} decode tokens, {rc.prefill_tokens} prefill tokens "
+          f"({rc.recomputed_tokens} recomputed), {rc.preemptions} preemptions, "
+          f"hit rate {rc.hit_rate:.4f}")
+    for name in PARTS:
+        part = rc.parts[name]
+        print(f"  {name:8s} {part.cycles:>14d} cycles  {part.seconds * 1e3:10.3f} ms  "
+              f"{part.joules * 1e3:10.3f} mJ")
+    print(f"  PIM      {rc.pim_seconds * 1e3:10.3f} ms  {rc.pim_joules * 1e3:10.3f} mJ; GPU "
+          f"recompute {rc.recompute_seconds * 1e3:.3f} ms  {rc.recompute_joules * 1e3:.3f} mJ")
+    print(f"  total    {rc.latency_seconds * 1e3:10.3f} ms  {rc.energy_joules * 1e3:10.3f} mJ")
+    if a.check or a.replay:
+        print(f"  checked {rc.checked_programs} programs: {rc.violations} violations, "
+              f"{rc.mismatches} mismatches")
+    phases = ", ".join(f"{k} {v:.2f} s" for k, v in rc.seconds_by_phase.items())
+    print(f"wall: conversations {t1 - t0:.2f} s, reference {t2 - t1:.2f} s, measure "
+          f"{rc.wall_seconds:.2f} s = {rc.wall_seconds / max(rc.steps, 1) * 1e3:.1f} ms/step "
+          f"({phases})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main())

@@ -1,0 +1,359 @@
+"""``patton repro`` (``patton.eval``): figure arithmetic, the runner, micro and Fig. 9 end to
+end on small configurations, the files it writes, and its errors.
+
+Fig. 7 and Fig. 8 measure with ``patton.sim.serving.run_cost``; here a fake with exactly its
+``RunCost.as_dict()`` shape stands in for it (monkeypatched), so the arithmetic is checked on
+numbers whose answers are known.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import sys
+import types
+from pathlib import Path
+
+import pytest
+from patton.eval import figures, paper, plots, report, runner, tasks
+from patton.eval.cli import main as repro_main
+from patton.eval.cli import reproduce, write
+from patton.eval.plan import FIGURES, FULL, QUICK
+from patton.eval.plan import tasks as plan_tasks
+from patton.eval.tasks import CostTask, FragmentationTask, HitTask, ValueWriteTask
+
+from patton.cli import main
+
+PARTS = ("k_write", "v_write", "qk", "sv")
+
+#: Per runtime: (seconds of each of the four parts, recompute seconds); joules are twice as
+#: many, plus one joule of recompute more for the baselines (so the energy ratios differ).
+SECONDS = {"patton": ((1.0, 1.0, 1.0, 1.0), 0.0),
+           "neupims": ((2.0, 2.0, 4.0, 4.0), 5.0),
+           "pimphony": ((1.0, 2.0, 2.0, 2.0), 1.0),
+           "attacc": ((1.0, 1.0, 2.0, 2.0), 2.0),
+           "blockpim": ((1.0, 3.0, 1.0, 1.0), 0.0),
+           "patton-wo-cz": ((1.0, 5.0, 1.0, 1.0), 0.0)}
+
+
+def fake_cost(model: str, runtime: str, frontend: str = "shared") -> dict:
+    """A ``RunCost.as_dict()``; opt-6.7b costs 1.5x everything but PATTON's."""
+    parts, recompute = SECONDS[runtime]
+    scale = 1.0 if runtime == "patton" or model != "opt-6.7b" else 1.5
+    scale *= 0.5 if frontend == "per_channel" else 1.0
+    out = {"parts": {p: {"cycles": int(s * scale * 2e9), "energy_pj": 2e12 * s * scale,
+                         "seconds": s * scale, "joules": 2 * s * scale}
+                     for p, s in zip(PARTS, parts, strict=True)},
+           "recompute_seconds": recompute * scale,
+           "recompute_joules": (2 * recompute + (runtime != "patton")) * scale,
+           "hit_rate": 0.5, "steps": 10, "violations": 0, "checked_programs": 4,
+           "wall_seconds": 0.1}
+    out["latency_seconds"] = sum(p["seconds"] for p in out["parts"].values()) + \
+        out["recompute_seconds"]
+    out["energy_joules"] = sum(p["joules"] for p in out["parts"].values()) + \
+        out["recompute_joules"]
+    return out
+
+
+def pairs_for(models, runtimes, frontends=("shared",)):
+    out = []
+    for f in frontends:
+        for m in models:
+            for r in runtimes:
+                out.append((CostTask(m, r, 10, 8, 16, frontend=f), fake_cost(m, r, f)))
+    return out
+
+
+# ------------------------------------------------------------------------ arithmetic
+
+
+def test_geomean_and_ratio():
+    assert figures.geomean([4.0, 1.0]) == pytest.approx(2.0)
+    assert figures.geomean([2.0, None]) is None
+    assert figures.ratio(1.0, 0.0) is None
+    with pytest.raises(ValueError):
+        figures.geomean([])
+    with pytest.raises(ValueError):
+        figures.geomean([1.0, 0.0])
+    # the paper's overall figures are the geometric means of its four per-baseline ones
+    for key in ("speedup", "energy_gain"):
+        four = [paper.FIG7[key][b] for b in paper.BASELINES]
+        assert figures.geomean(four) == pytest.approx(paper.FIG7[key]["all"], abs=0.005)
+
+
+def test_fig7_normalises_to_patton_and_takes_geometric_means():
+    models = ("llama3-8b", "opt-6.7b")
+    rec = figures.fig7(pairs_for(models, ("patton", *paper.BASELINES)), models)
+    assert set(rec["speedup"]) == set(rec["energy_gain"]) == {*paper.BASELINES, "all"}
+    assert all(isinstance(v, float) for v in (*rec["speedup"].values(),
+                                              *rec["energy_gain"].values()))
+    # neupims: 12 s of parts + 5 s recompute over PATTON's 4 s; x1.5 on opt-6.7b
+    assert rec["per_model"]["llama3-8b"]["speedup"]["neupims"] == pytest.approx(17 / 4)
+    assert rec["speedup"]["neupims"] == pytest.approx(math.sqrt(17 / 4 * 17 * 1.5 / 4))
+    # energy: 24 J + 11 J over 8 J
+    assert rec["per_model"]["llama3-8b"]["energy_gain"]["neupims"] == pytest.approx(35 / 8)
+    assert rec["speedup"]["all"] == pytest.approx(
+        figures.geomean(rec["speedup"][b] for b in paper.BASELINES))
+    lat = rec["per_model"]["opt-6.7b"]["latency"]
+    assert lat["patton"]["total"] == pytest.approx(1.0)
+    assert sum(lat["patton"][k] for k in figures.STACK) == pytest.approx(1.0)
+    assert lat["neupims"]["recompute"] == pytest.approx(5 * 1.5 / 4)
+    assert sum(lat["attacc"][k] for k in figures.STACK) == pytest.approx(lat["attacc"]["total"])
+    with pytest.raises(ValueError, match="no result for attacc"):
+        figures.fig7([p for p in pairs_for(models, ("patton", *paper.BASELINES))
+                      if p[0].runtime != "attacc"], models)
+
+
+def test_fig8_is_attention_only_per_front_end():
+    models = ("llama3-8b", "opt-6.7b")
+    rec = figures.fig8(pairs_for(models, ("patton", "patton-wo-cz", "blockpim"),
+                                 ("shared", "per_channel")), models)
+    for f in ("shared", "per_channel"):
+        assert set(rec[f]) == set(paper.FIG8[f])
+        r = rec[f]
+        # parts only: PATTON 4 s vs wo-CZ 8 s (llama) and 12 s (opt): 1 - sqrt(4/8 * 4/12)
+        assert r["latency_reduction_vs_wo_cz"] == pytest.approx(1 - math.sqrt(1 / 2 * 1 / 3))
+        assert r["energy_reduction_vs_wo_cz"] == pytest.approx(1 - math.sqrt(1 / 2 * 1 / 3))
+        assert r["value_write_speedup_vs_wo_cz"] == pytest.approx(math.sqrt(5 * 7.5))
+        assert r["latency_reduction_vs_blockpim"] == pytest.approx(
+            1 - math.sqrt(4 / 6 * 4 / 9))
+        assert 0 < r["energy_reduction_vs_blockpim"] < 1
+    d = rec["per_model"]["shared"]["llama3-8b"]["latency"]
+    assert d["patton"]["total"] == pytest.approx(1.0) and "recompute" not in d["patton"]
+
+
+def test_fig9_and_micro_records():
+    hits = []
+    for load, base in (("normal", 0.8), ("pressure", 0.6)):
+        for i, r in enumerate(("gpu", "patton", "patton-no-o2v")):
+            hits.append((HitTask(r, load, 10), {
+                "hit_rate": base - 0.1 * i, "steps": 10, "requests": 3, "preemptions": 0,
+                "complete": False, "live_context_tokens": {"mean": 5.0, "max": 100 + i},
+                "capacity": {"tokens": 1000}, "usage": {"stranded_mean": 1.0},
+                "refusals": 0}))
+    rec = figures.fig9(hits)
+    assert rec["normal"] == pytest.approx({"gpu": 0.8, "patton": 0.7, "patton-no-o2v": 0.6})
+    live = rec["pressure_live_tokens"]
+    assert live == 100 and isinstance(live, int)  # the GPU reference's
+    assert set(rec) >= set(paper.FIG9)
+    frag = {"latency": 2.0, "energy": 1.5, "one_run": {}, "fragmented": {}}
+    vw = {k: {"activations": 1, "cycles": 1, "energy_nj": 1.0} for k in
+          ("cz", "no_cz_mem", "no_cz_abk")}
+    vw["no_cz_mem_over_cz"] = {"activations": 12.8, "cycles": 1.0, "energy_nj": 1.4}
+    vw["no_cz_abk_over_cz"] = {"activations": 12.8, "cycles": 0.2, "energy_nj": 0.65}
+    m = figures.micro([(FragmentationTask(), frag), (ValueWriteTask(), vw)])
+    assert set(m) >= set(paper.MICRO)
+    assert (m["cz_activation_reduction"], m["fragmentation_latency"],
+            m["fragmentation_energy"]) == (12.8, 2.0, 1.5)
+
+
+# ------------------------------------------------------------------------ plan
+
+
+def test_plan_sizes_and_shared_tasks():
+    assert FULL.steps > 10_000 and FULL.models == paper.MODELS and not FULL.check
+    assert QUICK.steps == 100 and QUICK.models == ("llama3-8b", "opt-6.7b") and QUICK.check
+    fig7, fig8 = plan_tasks("fig7", FULL), plan_tasks("fig8", FULL)
+    assert len(fig7) == 4 * 5 and len(fig8) == 2 * 4 * 3
+    assert len(set(fig7) | set(fig8)) == 20 + 4 + 12  # Fig. 8's shared PATTON/BlockPIM are 7's
+    t = next(t for t in fig7 if t.model == "opt-6.7b")
+    # NeuPIMs holds 1,024 tokens of a 32-KV-head model in its one channel: the whole OPT
+    # comparison is served at that limit, Llama-3's at the paper's 2,048
+    assert (t.clients, t.pool, t.max_model_len) == (8, 16, 1024)
+    assert next(t for t in fig7 if t.model == "llama3-8b").max_model_len == 2048
+    hits = plan_tasks("fig9", FULL)
+    assert {(t.load, t.pool) for t in hits} == {("normal", 64), ("pressure", 96),
+                                                ("light", 32), ("overload", 512)}
+    assert all(t.clients == 32 and t.num_blocks is None for t in hits)
+    with pytest.raises(ValueError, match="unknown figure"):
+        plan_tasks("fig10", FULL)
+
+
+# ------------------------------------------------------------------------ end to end
+
+
+@pytest.fixture
+def fake_run_cost(monkeypatch):
+    """Install a fake ``patton.sim.serving.run_cost`` (the real one's interface)."""
+    calls = []
+
+    class RunCost:
+        def __init__(self, d):
+            self.d = d
+
+        def as_dict(self):
+            return self.d
+
+    def reference(conversations, model, *, steps, clients, pool, max_model_len):
+        assert conversations and steps > 0 and max_model_len == 2048
+        return ("reference", model.name)
+
+    def measure(conversations, model, runtime, *, steps, frontend="shared", clients, pool,
+                max_model_len=2048, reference=None, check=False, on_step=None,
+                replay=False):
+        if replay:  # the checked side run
+            calls.append((model.name, runtime, frontend, "replay"))
+            return RunCost(fake_cost(model.name, runtime, frontend))
+        assert reference == ("reference", model.name)
+        calls.append((model.name, runtime, frontend, check))
+        return RunCost(fake_cost(model.name, runtime, frontend))
+
+    module = types.ModuleType(tasks.RUN_COST)
+    module.reference, module.measure, module.RunCost = reference, measure, RunCost
+    monkeypatch.setitem(sys.modules, tasks.RUN_COST, module)
+    return calls
+
+
+SMALL = QUICK.with_(steps=60, conversations=40, models=("llama3-8b",),
+                    fig8_models=("llama3-8b",), value_write_requests=4,
+                    value_write_steps=16)
+
+
+def test_fig7_fig8_through_the_runner_with_a_fake_run_cost(fake_run_cost):
+    records = reproduce(["fig7", "fig8"], SMALL, workers=1)
+    # Fig. 8's shared PATTON and BlockPIM runs are Fig. 7's: 5 + 1 + 3 tasks, not 5 + 6,
+    # each an unchecked cost run and a replayed side run
+    runs = [c for c in fake_run_cost if c[-1] is False]
+    assert len(runs) == 9 and len(fake_run_cost) == 18
+    assert sorted(c[:3] for c in runs) == sorted(c[:3] for c in fake_run_cost
+                                                 if c[-1] == "replay")
+    assert records["fig7"]["speedup"]["neupims"] == pytest.approx(17 / 4)
+    assert records["fig8"]["per_channel"]["value_write_speedup_vs_wo_cz"] == pytest.approx(5)
+
+
+def test_micro_end_to_end(tmp_path, capsys):
+    scale = SMALL
+    records = reproduce(["micro"], scale, workers=1)
+    m = records["micro"]
+    assert set(m) >= set(paper.MICRO)
+    assert m["fragmentation_latency"] == pytest.approx(904 / 414)  # docs/runtime.md §6
+    assert 1.2 < m["fragmentation_energy"] < 1.4
+    # 4 requests share the CRS row: 16*128 / (16*64/4 + 128) = 5.33x fewer activations
+    assert m["cz_activation_reduction"] == pytest.approx(2048 / (256 + 128), rel=0.02)
+    files = write(records, tmp_path, command="patton repro micro", wall_seconds=1.0,
+                  quick=True)
+    md = (tmp_path / "repro.md").read_text()
+    assert "12.60x" in md and "2.18x" in md and "1.34x" in md
+    assert json.loads((tmp_path / "repro.json").read_text())["micro"]["fragmentation_latency"]
+    assert [f.name for f in files] == ["repro.json", "repro.md"]  # micro has no plot
+
+
+def test_fig9_end_to_end_small():
+    scale = SMALL.with_(fig9_steps=150, conversations=40)
+    records = reproduce(["fig9"], scale, workers=1)
+    rec = records["fig9"]
+    assert set(rec["normal"]) == set(rec["pressure"]) == {"gpu", "patton", "patton-no-o2v"}
+    assert all(0.0 <= h <= 1.0 for load in ("normal", "pressure") for h in rec[load].values())
+    assert rec["pressure_live_tokens"] > 0
+    runs = rec["runs"]["pressure"]
+    assert {r["pool"] for r in runs.values()} == {96} and runs["gpu"]["steps"] == 150
+    assert runs["patton"]["capacity_tokens"] == 8128 * 16  # the 16 GiB device
+
+
+def test_pool_and_progress_bars(capsys):
+    got = runner.execute([FragmentationTask(fragments=2), FragmentationTask(fragments=4),
+                          FragmentationTask(fragments=2)], workers=2, progress=True)
+    assert got[0] == got[2] and got[0]["result"]["fragmented"]["cycles"] < \
+        got[1]["result"]["fragmented"]["cycles"]
+    assert got[1]["task"]["kind"] == "FragmentationTask"
+    err = capsys.readouterr().err
+    assert "micro fragmentation 2 on 32 ch" in err and "micro fragmentation 4" in err
+
+
+def test_a_failing_task_is_named():
+    with pytest.raises(tasks.TaskError, match="hits normal nonsense"):
+        runner.execute([HitTask("nonsense", "normal", 5, conversations=4)], workers=1)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None,
+                    reason="ray is not installed (pip install 'patton-testbench[ray]')")
+def test_ray_local():
+    got = runner.execute([FragmentationTask(fragments=2), FragmentationTask(fragments=8)],
+                         ray="local")
+    assert got[1]["result"]["latency"] == pytest.approx(904 / 414)
+
+
+# ------------------------------------------------------------------------ files
+
+
+def test_plots_and_markdown_have_the_papers_numbers(tmp_path, fake_run_cost):
+    models = ("llama3-8b", "opt-6.7b")
+    recs = {"fig7": figures.fig7(pairs_for(models, ("patton", *paper.BASELINES)), models),
+            "fig8": figures.fig8(pairs_for(models, ("patton", "patton-wo-cz", "blockpim"),
+                                           ("shared", "per_channel")), models)}
+    hits = [(HitTask(r, load, 10), {"hit_rate": 0.5, "steps": 10, "requests": 3,
+                                    "preemptions": 0, "complete": False,
+                                    "live_context_tokens": {"mean": 5.0, "max": 9},
+                                    "capacity": {"tokens": 100}, "usage": {}, "refusals": 0})
+            for load in ("normal", "pressure") for r in ("gpu", "patton", "patton-no-o2v")]
+    recs["fig9"] = figures.fig9(hits)
+    for p in plots.write(recs, tmp_path):
+        assert p.stat().st_size > 10_000 and p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    md = report.markdown(recs, command="patton repro all")
+    for number in ("4.27x", "1.42x", "1.52x", "1.57x", "7.94x", "6.77x", "6.70x", "1.51x",
+                   "1.95x", "4.83x", "13.00 %", "12.40 %", "5.00x", "22.70 %", "34.50 %",
+                   "91.28 %", "87.86 %", "82.09 %", "30.30 %", "250,000"):
+        assert number in md, number
+    assert "| ours | paper | ratio |" in md and "**opt-6.7b**" in md
+
+
+# ------------------------------------------------------------------------ the command
+
+
+def test_cli_json_is_one_object_keyed_by_figure(tmp_path, capsys, fake_run_cost, monkeypatch):
+    monkeypatch.setattr("patton.eval.cli.QUICK", SMALL.with_(steps=30))
+    code = main(["repro", "fig7", "--quick", "--workers", "1", "--out", str(tmp_path / "o"),
+                 "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    data = json.loads(out)
+    assert list(data) == ["fig7"] and set(data["fig7"]["speedup"]) == {*paper.BASELINES,
+                                                                        "all"}
+    assert {p.name for p in (tmp_path / "o").iterdir()} == {"repro.json", "repro.md",
+                                                            "fig7.png"}
+    assert json.loads((tmp_path / "o" / "repro.json").read_text()) == data
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["fig10"], "invalid choice"),
+    (["micro", "--workers", "0"], "--workers: must be 1..256"),
+    (["micro", "--steps", "x"], "--steps"),
+    (["micro", "--ray", " "], "--ray needs an address"),
+])
+def test_bad_options_exit_2(argv, message, capsys, tmp_path):
+    with pytest.raises(SystemExit) as e:
+        code = main(["repro", *argv, "--out", str(tmp_path)])
+        raise SystemExit(code)
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_unwritable_out_is_an_error_before_anything_runs(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("patton.eval.cli.reproduce", lambda *a, **k: pytest.fail("ran"))
+    afile = tmp_path / "file"
+    afile.write_text("x")
+    for out, message in ((afile, "exists and is not a folder"),
+                         (afile / "sub", "cannot write there")):
+        assert repro_main(["repro", "micro", "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert message in err and str(out) in err and "Traceback" not in err
+
+
+def test_fig7_without_run_cost_and_ray_without_ray(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("patton.eval.cli.reproduce", lambda *a, **k: pytest.fail("ran"))
+    monkeypatch.setattr(tasks, "run_cost_available", lambda: False)
+    assert main(["repro", "all", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "fig7 and fig8 need patton.sim.serving.run_cost" in err
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "ray" else real(name, *a))
+    assert main(["repro", "micro", "--ray", "local", "--out", str(tmp_path)]) == 2
+    assert "pip install 'patton-testbench[ray]'" in capsys.readouterr().err
+
+
+def test_every_figure_is_a_verb():
+    assert FIGURES == ("fig7", "fig8", "fig9", "micro")
+    assert Path(tasks.BENCHMARKS, "runtime_fragmentation.py").is_file()

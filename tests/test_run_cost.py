@@ -1,0 +1,277 @@
+"""The cost of a serving run (``sim/serving/run_cost.py``, ``docs/run-cost.md``).
+
+The central test (:func:`test_one_layer_times_layers_is_exact`) drives a runtime laid out
+for 2-4 layers (the real per-layer row budget) layer by layer, every query head of the GQA
+group issued, on a plain cycle model, and requires :func:`measure`'s one-layer figures with
+its shortcuts (foreign rows, fixpoints, cost reuse) to be the same cycles and energy.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from patton.runtime.baselines import BASELINES, Geometry
+from patton.runtime.config import MODELS, Config
+from patton.runtime.variants import variant as runtime_variant
+from patton.sim.cycle_model import CycleModel, DeviceState
+from patton.sim.device import DEVICE
+from patton.sim.energy import energy
+from patton.sim.executor import closed
+from patton.sim.serving import run_cost, runtimes
+from patton.sim.serving.chat import DEMO_CONVERSATIONS
+from patton.sim.serving.clients import Clients
+from patton.sim.serving.conversations import read
+from patton.sim.serving.engine import EmbeddedEngine
+from patton.sim.serving.run_cost import PARTS, measure, reference
+from patton.sim.serving.vllm_engine import VllmParams
+
+DEMO = read(DEMO_CONVERSATIONS)  # 8 short conversations, 2-3 turns each
+SMALL = {"clients": 4, "pool": 8}
+
+
+@pytest.fixture(scope="module")
+def served():
+    """PATTON serving the demo conversations to the end on the default 16 GiB device."""
+    ref = reference(DEMO, "llama3-8b", steps=200, **SMALL)
+    return ref, measure(DEMO, "llama3-8b", "patton", steps=200, reference=ref, **SMALL)
+
+
+# ------------------------------------------------------------------------------ figures
+
+
+def test_parts_are_nonzero_with_decode_steps(served):
+    _, rc = served
+    assert rc.steps < 200 and rc.decode_tokens > 0 and rc.prefill_tokens > 0
+    for name in PARTS:
+        assert rc.parts[name].cycles > 0 and rc.parts[name].energy_pj > 0, name
+    assert rc.pim_seconds == pytest.approx(sum(p.seconds for p in rc.parts.values()))
+    assert rc.latency_seconds == rc.pim_seconds + rc.recompute_seconds
+    assert rc.energy_joules == pytest.approx(rc.pim_joules + rc.recompute_joules)
+    d = json.loads(json.dumps(rc.as_dict()))
+    assert set(d["parts"]) == set(PARTS)
+    assert set(d["parts"]["qk"]) == {"cycles", "energy_pj", "seconds", "joules"}
+    assert d["runtime"] == "patton" and d["checked_programs"] == 0
+
+
+def test_no_recompute_without_preemption_on_ample_memory(served):
+    ref, rc = served
+    assert rc.preemptions == 0 and rc.hit_rate > 0.3 and rc.unreferenced == 0
+    assert rc.recompute_seconds == 0.0 and rc.recompute_joules == 0.0
+    assert rc.recomputed_tokens == 0
+    assert ref.steps_run >= rc.steps and len(ref.required) > 0
+
+
+def test_a_run_of_only_prefill_has_no_attention():
+    rc = measure(DEMO, "llama3-8b", "patton", steps=1, **SMALL)
+    assert rc.decode_tokens == 0 and rc.prefill_tokens > 0
+    assert rc.parts["qk"].cycles == rc.parts["sv"].cycles == 0
+    assert rc.parts["qk"].energy_pj == rc.parts["sv"].energy_pj == 0.0
+    assert rc.parts["k_write"].cycles > 0 and rc.parts["v_write"].cycles > 0
+
+
+def test_recompute_when_memory_is_tight():
+    rc = measure(DEMO, "llama3-8b", "patton", steps=200, num_blocks=128, **SMALL)
+    assert rc.recomputed_tokens > 0
+    assert rc.recompute_seconds > 0 and rc.recompute_joules > 0
+    # a step's recomputation is priced whole minus required, so it is at most the whole
+    model = run_cost.gpu_cost.AnalyticCost(MODELS["llama3-8b"])
+    assert rc.recompute_seconds < model.step([(rc.prefill_tokens, 0)]).seconds
+
+
+def test_prefix_caching_off_gives_no_hits(monkeypatch):
+    monkeypatch.setattr(runtimes, "PROFILES",
+                        {"patton": runtimes.Profile("patton", 16, False, None)}, raising=False)
+    rc = measure(DEMO, "llama3-8b", "patton", steps=200, **SMALL)
+    assert rc.hit_rate == 0.0 and rc.recomputed_tokens > 0 and rc.recompute_seconds > 0
+
+
+def test_profile_context_limit(monkeypatch):
+    monkeypatch.setattr(runtimes, "PROFILES",
+                        {"patton": runtimes.Profile("patton", 16, True, 1024)}, raising=False)
+    with pytest.raises(ValueError, match="at most 1024 tokens"):
+        measure(DEMO, "llama3-8b", "patton", steps=2, **SMALL)
+    assert measure(DEMO, "llama3-8b", "patton", steps=2, max_model_len=1024, **SMALL).steps == 2
+
+
+# ------------------------------------------------------------------------------ errors
+
+
+def test_gpu_variant_is_rejected():
+    with pytest.raises(ValueError, match="'gpu' is vLLM's own KV cache: it has no PIM"):
+        measure(DEMO, "llama3-8b", "gpu", steps=2, **SMALL)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"model": "llama-9000"}, "unknown model 'llama-9000'"),
+    ({"runtime": "nope"}, "unknown runtime 'nope'"),
+    ({"frontend": "sideways"}, "unknown front end 'sideways'"),
+    ({"pool": 6}, "pool must be a positive multiple of clients"),
+    ({"steps": -1}, "steps must be >= 0"),
+    ({"clients": 0}, "clients must be >= 1"),
+    ({"num_blocks": 1}, "num_blocks must be None or an int >= 2"),
+])
+def test_bad_arguments(kwargs, message):
+    args = dict(model="llama3-8b", runtime="patton", steps=2, **SMALL)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=message):
+        measure(DEMO, args.pop("model"), args.pop("runtime"), **args)
+
+
+def test_a_reference_of_another_workload_is_rejected():
+    ref = reference(DEMO, "llama3-8b", steps=5, clients=4, pool=4)
+    with pytest.raises(ValueError, match="the reference was run with"):
+        measure(DEMO, "llama3-8b", "patton", steps=5, reference=ref, **SMALL)
+
+
+# ------------------------------------------------------------------------------ exactness
+
+
+def _swap(state: DeviceState, band: int, layer: int) -> DeviceState:
+    """``state`` with the rows of layer 0's band and of ``layer``'s band exchanged."""
+    lo, hi = layer * band, (layer + 1) * band
+
+    def move(r: int) -> int:
+        if 0 <= r < band:
+            return r + lo
+        if lo <= r < hi:
+            return r - lo
+        return r
+
+    return DeviceState(tuple(tuple(move(r) for r in bank) for bank in state.open_rows),
+                       state.reg_mode, state.cfr)
+
+
+def _explicit(variant: str, layers: int, steps: int, sample: int):
+    """Serve DEMO on a runtime of ``layers`` layers, every layer and query head issued.
+
+    Returns the totals by part and the number of (step, layer, program) comparisons made:
+    at every ``sample``-th step each layer's programs, from the step's start state with the
+    layer's band and layer 0's exchanged, must cost what layer 0's cost from the start state.
+    """
+    model = MODELS["llama3-8b"]
+    group = model.q_heads // model.kv_heads
+    cap = runtimes.capacity(variant, model)
+    band = cap.layer_rows
+    if variant in BASELINES:
+        b = BASELINES[variant]
+        rt = b.runtime(Geometry(model, block_size=b.block_size, layers=layers,
+                                layer_rows=band))
+    else:
+        rt = runtime_variant(variant).runtime(Config(model, layers=layers, layer_rows=band))
+    att = runtimes.Attached(cap, rt, fill=False)
+    params = VllmParams(cap.block_size, cap.num_blocks, SMALL["clients"], 2048, 2048,
+                        enable_prefix_caching=runtimes.PROFILES[variant].prefix_caching)
+    engine = EmbeddedEngine(params, observer=att.observe, placement=att.placement)
+    clients = Clients(DEMO, clients=SMALL["clients"], pool=SMALL["pool"], max_model_len=2048)
+    cm = CycleModel(DEVICE, record=False, drain=True)
+    c = rt.config
+    totals = {name: [0, 0.0] for name in PARTS}
+    compared = 0
+
+    def cost(prog, state):
+        r = cm.run(prog, state)
+        return r.cycles, energy(r.command_counts, r.bank_state_cycles, r.cycles).total * 1e3, \
+            r.state
+
+    state = DeviceState.reset(DEVICE)
+    for step in range(steps):
+        for request, _ in clients.send():
+            engine.add(request)
+        if clients.in_flight == 0:
+            break
+        batch = engine.schedule()
+        work = run_cost._work(batch, engine, att, None, set())
+        writes = []
+        if work.decode:
+            kv = np.full((len(work.decode), layers, c.heads, c.d_head), 0x3F80, np.uint16)
+            writes += run_cost._split(rt.append([b for _, _, b in work.decode], kv, kv))
+        if work.pieces:
+            items = []
+            for _, block, offset, _, n in work.pieces:
+                kv = np.full((layers, n, c.heads, c.d_head), 0x3F80, np.uint16)
+                items.append((block, offset, kv, kv))
+            writes += run_cost._split(rt.write_program(items))
+        chains = []
+        for layer in range(layers):
+            chain = []
+            for part, prog in writes:
+                body = prog[:-1]  # without the EOC _split added
+                assert (body.row >= 0).all()
+                mine = np.flatnonzero(body.row // band == layer)
+                if len(mine):
+                    chain.append((part, closed(body.take(mine)), 1))
+            if work.decode:
+                rids = [rid for _, rid, _ in work.decode]
+                q = np.full((len(rids), c.heads, c.d_head), 0x3F80, np.uint16)
+                chain.append(("qk", closed(rt.qk_step(rids, layer, q)[0]), group))
+                buf = rt.sv_buffer(rids, layer, work.width)
+                chain.append(("sv", closed(rt.sv_step(rids, layer, buf)[0]), group))
+            chains.append(chain)
+        if step % sample == 0:
+            for layer in range(1, layers):
+                s0, sl = state, _swap(state, band, layer)
+                for (p0, prog0, _), (pl, progl, _) in zip(chains[0], chains[layer],
+                                                         strict=True):
+                    a, b = cost(prog0, s0), cost(progl, sl)
+                    assert p0 == pl and a[:2] == b[:2], (step, layer, p0)
+                    assert b[2] == _swap(a[2], band, layer)
+                    s0, sl = a[2], b[2]
+                    compared += 1
+        for chain in chains:
+            for part, prog, repeats in chain:
+                for _ in range(repeats):
+                    cycles, pj, state = cost(prog, state)
+                    totals[part][0] += cycles
+                    totals[part][1] += pj
+        out = engine.update(batch)
+        clients.finish(f.request_id for f in out.finished)
+    return totals, compared
+
+
+@pytest.mark.parametrize("variant, layers", [("patton", 2), ("patton", 3), ("patton", 4),
+                                             ("patton-wo-cz", 3), ("neupims", 2),
+                                             ("attacc", 2), ("blockpim", 3), ("pimphony", 2)])
+def test_one_layer_times_layers_is_exact(variant, layers):
+    steps = 20
+    totals, compared = _explicit(variant, layers, steps, sample=4)
+    assert compared > 0
+    meter = run_cost._prepare(DEMO, "llama3-8b", variant, steps=steps, frontend="shared",
+                              ref=None, check=False, num_blocks=None, max_model_len=2048,
+                              max_batched_tokens=2048, layers=layers, **SMALL)
+    rc = meter.run(None)
+    assert rc.decode_tokens > 0
+    for name in PARTS:
+        assert rc.parts[name].cycles == totals[name][0], name
+        assert rc.parts[name].energy_pj == pytest.approx(totals[name][1], rel=1e-12), name
+
+
+# ------------------------------------------------------------------------------ checks
+
+
+@pytest.mark.parametrize("variant", [v for v in runtimes.VARIANTS if v != "gpu"])
+def test_replayed_run_is_bit_exact_verified_and_costs_the_same(variant):
+    """Every runtime's programs of a serving run: verified, replayed on the functional model
+    with attention bit-exact, and costed as an unchecked run costs them."""
+    args = {"steps": 8, "clients": 2, "pool": 4}  # replay costs ~1 s a step here
+    checked = measure(DEMO, "llama3-8b", variant, replay=True, **args)
+    plain = measure(DEMO, "llama3-8b", variant, **args)
+    assert checked.checked_programs > 0 and checked.decode_tokens > 0
+    assert checked.violations == 0 and checked.mismatches == 0
+    assert plain.checked_programs == 0
+    for name in PARTS:  # data-independent timing, exact cost reuse
+        assert checked.parts[name] == plain.parts[name], name
+
+
+def test_on_step_and_entry_point(capsys):
+    seen = []
+    rc = measure(DEMO, "llama3-8b", "patton", steps=6, on_step=seen.append, **SMALL)
+    assert seen == list(range(6)) == list(range(rc.steps))
+    assert run_cost._main(["--conversations", str(DEMO_CONVERSATIONS), "--steps", "4",
+                           "--clients", "2", "--pool", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "llama3-8b patton (shared front end): 4 steps" in out and "ms/step" in out
+    assert run_cost._main(["--conversations", str(DEMO_CONVERSATIONS), "--steps", "4",
+                           "--runtime", "gpu"]) == 2
+    assert "error: runtime 'gpu'" in capsys.readouterr().err
