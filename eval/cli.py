@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from patton.eval.paper import MODELS as MODEL_NAMES
 from patton.eval.plan import FIGURES, FULL, QUICK, Scale, tasks
 
 from patton.options import integer
@@ -54,8 +55,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("figure", choices=(*FIGURES, "all"),
                    help="which figure to reproduce (all: every one)")
     p.add_argument("--quick", action="store_true",
-                   help="200 steps, Llama-3-8B and OPT-6.7B, every program verified (the "
-                        "pipeline check; default: the paper's scale)")
+                   help="100 steps, Llama-3-8B and OPT-6.7B, every configuration checked by a "
+                        "replayed side run (the pipeline check; default: the paper's scale)")
     p.add_argument("--out", default=DEFAULT_OUT, metavar="DIR",
                    help=f"folder for repro.json, repro.md and the PNGs (default "
                         f"{DEFAULT_OUT}/)")
@@ -66,8 +67,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                    help="send the tasks to the Ray cluster at ADDRESS ('local': start one "
                         "here; needs the ray extra)")
     p.add_argument("--steps", type=integer(1), default=None, metavar="N",
-                   help="scheduler steps of every serving configuration (default: 12,000; "
-                        "--quick: 200, Fig. 9 2,000)")
+                   help="scheduler steps of every Fig. 7/8 cost run (default: 12,000; "
+                        "--quick: 100); Fig. 9 runs keep theirs (12,000; --quick: 2,000)")
+    p.add_argument("--models", default=None, metavar="M,M",
+                   help=f"the models of Fig. 7 and 8 (default: the paper's four; known: "
+                        f"{', '.join(MODEL_NAMES)})")
     p.add_argument("--check", action=argparse.BooleanOptionalAction, default=None,
                    help="verify every program of the Fig. 7/8 runs (run_cost's check; "
                         "default: with --quick only)")
@@ -156,6 +160,13 @@ def repro(args: argparse.Namespace) -> int:
             raise UsageError("--ray needs the ray package: pip install "
                              "'patton-testbench[ray]' (or pip install ray)")
         figures = figures_of(args.figure)
+        models: tuple[str, ...] = ()
+        if args.models is not None:
+            models = tuple(m.strip() for m in args.models.split(","))
+            bad = [m for m in models if m not in MODEL_NAMES]
+            if bad or not models:
+                raise UsageError(f"--models: unknown model(s) {', '.join(bad) or '(none)'}; "
+                                 f"known: {', '.join(MODEL_NAMES)}")
         if {"fig7", "fig8"} & set(figures) and not run_cost_available():
             raise UsageError(f"{' and '.join(f for f in figures if f in ('fig7', 'fig8'))} "
                              f"need {RUN_COST} (the cost of a serving run), which is not "
@@ -165,7 +176,9 @@ def repro(args: argparse.Namespace) -> int:
         return _error(str(e))
     scale = QUICK if args.quick else FULL
     if args.steps is not None:
-        scale = scale.with_(steps=args.steps, fig9_steps=args.steps)
+        scale = scale.with_(steps=args.steps)
+    if args.models is not None:
+        scale = scale.with_(models=models, fig8_models=models)
     if args.check is not None:
         scale = scale.with_(check=args.check)
     show = args.progress if args.progress is not None else sys.stderr.isatty()
@@ -199,6 +212,8 @@ def _argv(args: argparse.Namespace) -> list[str]:
         out.append("--quick")
     if args.steps is not None:
         out += ["--steps", str(args.steps)]
+    if args.models is not None:
+        out += ["--models", args.models]
     if args.check is not None:
         out.append("--check" if args.check else "--no-check")
     if args.workers != DEFAULT_WORKERS:

@@ -231,7 +231,8 @@ def _explicit(variant: str, layers: int, steps: int, sample: int):
 
 
 @pytest.mark.parametrize("variant, layers", [("patton", 2), ("patton", 3), ("patton", 4),
-                                             ("patton-wo-cz", 3), ("neupims", 2),
+                                             ("patton-wo-cz", 3), ("patton-no-o2v", 2),
+                                             ("neupims", 2),
                                              ("attacc", 2), ("blockpim", 3), ("pimphony", 2)])
 def test_one_layer_times_layers_is_exact(variant, layers):
     steps = 20
