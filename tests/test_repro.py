@@ -202,6 +202,11 @@ def fake_run_cost(monkeypatch):
     module = types.ModuleType(tasks.RUN_COST)
     module.reference, module.measure, module.RunCost = reference, measure, RunCost
     monkeypatch.setitem(sys.modules, tasks.RUN_COST, module)
+    # ``from patton.sim.serving import run_cost`` finds the package's attribute first, which
+    # an earlier test's import of the real module has set
+    import patton.sim.serving as serving
+
+    monkeypatch.setattr(serving, "run_cost", module, raising=False)
     return calls
 
 
