@@ -1,7 +1,7 @@
 """The paper's evaluation numbers as data: the one definition ``patton repro`` compares with.
 
-Every number is quoted from the paper (``../shared/paper/patton-2609.11392.md``, arXiv
-2609.11392v1) with the section that states it (:data:`SOURCES`). Ratios are plain numbers
+Every number is quoted from the paper (arXiv 2609.11392v1) with the section that states it
+(:data:`SOURCES`). Ratios are plain numbers
 (4.27 = 4.27x), reductions and hit rates fractions (0.130 = 13.0 %). The keys are the keys of
 ``patton repro --json``: :data:`PAPER` has the same shape as its figures' required part.
 """
