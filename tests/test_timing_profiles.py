@@ -18,6 +18,7 @@ import re
 
 import numpy as np
 import pytest
+from patton import cli
 from patton.sim import trace
 from patton.sim.check import verify
 from patton.sim.cycle_model import CycleModel
@@ -34,8 +35,6 @@ from patton.sim.timing import (
     timing_table,
 )
 from test_check import _oracle
-
-from patton import cli
 
 OLD, NEW = "aimsim-0f28a07", "aimsim-2eb1ee0"
 
