@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 from patton.runtime.baselines.geometry import UNIT, Geometry
 from patton.sim.isa import Opcode, channel_bit, mask_channels
-from patton.sim.program import OP_ID, UNSET, Program, Readout
+from patton.sim.program import FIELDS, OP_ID, UNSET, Program, Readout
 
 __all__ = ["Job", "QkPlan", "SvPlan", "key_writes", "value_writes", "token_value_writes",
            "qk_program", "sv_program", "empty"]
@@ -45,8 +45,8 @@ __all__ = ["Job", "QkPlan", "SvPlan", "key_writes", "value_writes", "token_value
 _GB, _BIAS, _MAC, _RD, _W, _ABK = (OP_ID[o] for o in (
     Opcode.WR_GB, Opcode.WR_BIAS, Opcode.MAC_ABK, Opcode.RD_MAC, Opcode.WR_MEM, Opcode.WR_ABK))
 _U = UNSET
-_FIELDS = ("op", "opsize", "gpr0", "channel_mask", "bank", "row", "channel", "col", "mask",
-           "start", "size")
+#: The rows of a program being assembled: :class:`Program`'s positional fields before ``data``.
+_FIELDS = ("op", *FIELDS, "start", "size")
 
 
 def _ro(a: np.ndarray) -> np.ndarray:
