@@ -15,6 +15,7 @@ library. Where ``liblz4-dev`` / ``zlib1g-dev`` are installed nothing is added.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from dataclasses import dataclass
@@ -100,9 +101,13 @@ def build_args() -> list[str]:
         if not linkable:
             link_dir.mkdir(parents=True, exist_ok=True)
             link = link_dir / f"lib{lib.name}.so"
-            if link.is_symlink() or link.exists():
-                link.unlink()
-            link.symlink_to(path)
+            # made under a temporary name and renamed over the old one: a build linking
+            # against the folder in another process never finds the name missing
+            temp = link_dir / f".lib{lib.name}.so.{os.getpid()}"
+            if temp.is_symlink() or temp.exists():
+                temp.unlink()
+            temp.symlink_to(path)
+            os.replace(temp, link)
             links = True
     args: list[str] = []
     if includes:

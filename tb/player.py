@@ -37,7 +37,7 @@ from patton.tb.driver import HEAD_BITS as _HEAD_BITS
 from patton.tb.driver import MASK_BITS as _MASK_BITS
 from patton.tb.driver import Driver
 from patton.tb.monitor import PlayResult, RtlRead, RtlViolation, parse_mats
-from patton.tb.toolchain import BUILD_ROOT, build_dir, build_dir_path, environment
+from patton.tb.toolchain import BUILD_ROOT, build_dir, build_dir_path, environment, locked
 
 __all__ = ["RtlRead", "RtlViolation", "PlayResult", "SchedulePlayer", "DRAIN", "DRAIN_MARGIN",
            "skip_idle", "idle_skipped", "restore", "open_rows_filled"]
@@ -141,8 +141,9 @@ class SchedulePlayer:
 
     def _verilog(self) -> list[Path]:
         files = self._verilog_files()
-        if not all(f.exists() for f in files):
-            files = emit_verilog(files[0].parent, self.params, timing=self.timing)
+        with locked(files[0].parent):
+            if not all(f.exists() for f in files):
+                files = emit_verilog(files[0].parent, self.params, timing=self.timing)
         return files
 
     def _args(self) -> list[str]:
@@ -199,19 +200,20 @@ class SchedulePlayer:
         # Verilator's own up-to-date check covers the source *paths*: build from copies inside
         # the (content-keyed) build folder, so an edit of hw/ or sim/ that leaves the Verilog
         # text unchanged (a new folder under build/verilog/) does not recompile everything.
-        sources = []
-        for source in generated:
-            copy = where / "src" / source.name
-            text = source.read_bytes()
-            if not copy.exists() or copy.read_bytes() != text:
-                copy.parent.mkdir(parents=True, exist_ok=True)
-                copy.write_bytes(text)
-            sources.append(copy)
-        runner = get_runner("verilator")
-        started = time.perf_counter()
-        runner.build(sources=sources, hdl_toplevel=_PLAYER_TOP, build_dir=where,
-                     build_args=args, waves=bool(self.waves), always=False)
-        self.build_seconds = time.perf_counter() - started
+        with locked(where):
+            sources = []
+            for source in generated:
+                copy = where / "src" / source.name
+                text = source.read_bytes()
+                if not copy.exists() or copy.read_bytes() != text:
+                    copy.parent.mkdir(parents=True, exist_ok=True)
+                    copy.write_bytes(text)
+                sources.append(copy)
+            runner = get_runner("verilator")
+            started = time.perf_counter()
+            runner.build(sources=sources, hdl_toplevel=_PLAYER_TOP, build_dir=where,
+                         build_args=args, waves=bool(self.waves), always=False)
+            self.build_seconds = time.perf_counter() - started
         self._runner = runner
         return where
 

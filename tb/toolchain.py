@@ -6,11 +6,13 @@ settings that a user should not have to make (checked on these machines, house s
 ``MAKEFLAGS=CFG_CXXFLAGS_PCH_I=-include`` (the wheel's ``verilated.mk`` leaves the precompiled
 header flag empty, which breaks multi-file builds). :func:`environment` makes them for this
 process; :func:`build_dir` gives each design a persistent build folder so that an unchanged
-design rebuilds in about a second.
+design rebuilds in about a second, and :func:`locked` serialises the processes that make one
+(the test suite's workers, two shells) so that none reads a half-made build.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import sys
@@ -20,7 +22,8 @@ from pathlib import Path
 
 from patton.sim import native
 
-__all__ = ["verilator_root", "environment", "build_dir", "build_dir_path", "quiet", "BUILD_ROOT"]
+__all__ = ["verilator_root", "environment", "build_dir", "build_dir_path", "locked", "quiet",
+           "BUILD_ROOT"]
 
 #: Git-ignored folder for generated Verilog, Verilator builds and waveforms (and the cycle
 #: kernel): defined once, in :mod:`patton.sim.native`.
@@ -66,6 +69,23 @@ def build_dir(name: str, *sources: Path) -> Path:
     path = build_dir_path(name, *sources)
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+@contextmanager
+def locked(folder: Path) -> Iterator[Path]:
+    """Hold an exclusive lock on ``folder`` (its sibling ``<name>.lock`` file, made with the
+    folder's parent) while the block runs; yield ``folder``.
+
+    Every process that makes or fills a cached folder under ``build/`` takes it, so a second
+    process waits for the first one's build and then finds it made.
+    """
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with open(folder.parent / f"{folder.name}.lock", "a") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield folder
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
 @contextmanager

@@ -27,6 +27,8 @@ from patton.sim import datapath as dp
 from patton.sim.check import verify
 from patton.sim.device import DEVICE
 from patton.sim.executor import CycleExecutor, FunctionalExecutor
+from patton.sim.isa import Opcode
+from patton.sim.program import OP_ID
 
 DEV = DEVICE.with_(channels=8, rows=256)
 GQA = ModelSpec("tiny-gqa", layers=2, kv_heads=2, q_heads=4, d_head=128)  # P = 4
@@ -209,6 +211,30 @@ def test_prefill_decode_attention_bit_exact(name: str, model: ModelSpec) -> None
         h.check_attention(reqs, layer)
     # all three programs kinds are real AiM programs that the cycle model times
     assert h.programs >= 12
+
+
+def test_pimphony_keeps_each_request_in_step_over_its_channels() -> None:
+    """PIMphony's stripes put a request's units at the same addresses on its group's P
+    channels: the aligned schedule starts each request on all of them at one step, so one
+    ``MAC_ABK`` serves the group (and both heads) per step, ceil(units / P) per request. Run
+    back to back, the channels drift apart by a unit after every request whose units P does
+    not divide, and the steps need a ``MAC_ABK`` per address. Both are bit-exact."""
+    h = Harness("pimphony")
+    units = (5, 3, 6)
+    for r, u in enumerate(units):
+        h.prefill(r, u * h.g.block_size)
+    reqs = list(range(len(units)))
+    q = dp.to_bf16(h.rng.standard_normal((len(reqs), h.g.heads, h.g.d_head)))
+    mac = OP_ID[Opcode.MAC_ABK]
+    counts = {}
+    for aligned in (True, False):
+        h.rt.policy.aligned = aligned
+        prog, _ = h.rt.qk_step(reqs, 0, q)
+        counts[aligned] = int((prog.op == mac).sum())
+        h.check_attention(reqs, 0)
+    per = h.rt.policy.per
+    assert counts[True] == sum(-(-u // per) for u in units) == 5
+    assert counts[False] > counts[True]
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -36,6 +36,7 @@ class AttAcc:
 
     name = "attacc"
     prefix_caching = False
+    aligned = False
 
     def __init__(self, g: Geometry, max_context: int = MAX_CONTEXT) -> None:
         if max_context % g.block_size:

@@ -26,6 +26,7 @@ class BlockPim:
 
     name = "blockpim"
     prefix_caching = True
+    aligned = False
 
     def __init__(self, g: Geometry) -> None:
         self.g = g

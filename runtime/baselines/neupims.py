@@ -38,6 +38,7 @@ class NeuPims:
 
     name = "neupims"
     prefix_caching = False
+    aligned = False
 
     def __init__(self, g: Geometry) -> None:
         self.g = g

@@ -40,6 +40,7 @@ class PimPhony:
 
     name = "pimphony"
     prefix_caching = False
+    aligned = True
 
     def __init__(self, g: Geometry, chunk_bytes: int = CHUNK_BYTES) -> None:
         self.g = g

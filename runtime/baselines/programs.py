@@ -31,7 +31,7 @@ limited only by how evenly the baseline spread the batch's units over the channe
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -299,28 +299,40 @@ class _Emitter:
         return _assemble(cols, data)
 
 
-def _timelines(jobs: Sequence[Job], kind: str) -> dict[int, list[tuple[Job, list[int]]]]:
-    """Per channel, its jobs in batch order with the units each has there (table order)."""
-    out: dict[int, list[tuple[Job, list[int]]]] = {}
+def _timelines(jobs: Sequence[Job], kind: str, atoms: Callable[[Job, int, list[int]], list],
+               aligned: bool) -> dict[int, list]:
+    """Per channel, the atoms of its jobs in batch order (``atoms(job, channel, units)`` gives
+    a job's atoms on a channel from its units there, in table order).
+
+    With ``aligned`` a job starts at the same step on all its channels: each is padded with
+    ``None`` (idle) up to the job's latest channel, so the channels of a head group that hold
+    one request's units at the same addresses (PIMphony's stripes) stay in step and share
+    each ``MAC_ABK``. Without, every channel runs its atoms back to back.
+    """
+    out: dict[int, list] = {}
     for job in jobs:
         place = job.key if kind == "key" else job.value
         per: dict[int, list[int]] = {}
         for u, c in enumerate(place[:, 0].tolist()):
             per.setdefault(c, []).append(u)
+        start = max((len(out.get(c, ())) for c in per), default=0) if aligned else 0
         for c, units in per.items():
-            out.setdefault(c, []).append((job, units))
+            line = out.setdefault(c, [])
+            line.extend([None] * (start - len(line)))
+            line.extend(atoms(job, c, units))
     return out
 
 
 def qk_program(g: Geometry, layer: int, jobs: Sequence[Job], queries: np.ndarray,
-               blocks: Sequence[int]) -> tuple[Program, list[QkPlan]]:
+               blocks: Sequence[int], aligned: bool = False) -> tuple[Program, list[QkPlan]]:
     """Return QK^T over ``jobs`` and one plan per request (``queries``: ``(n, heads, D)``).
 
     Every channel walks its own timeline (its jobs in batch order, each job's units there in
     row order) in lock step with the others: step ``a`` is one ``WR_BIAS`` to every channel
     with an ``a``-th unit, a ``MAC_ABK`` per distinct address among them, one ``RD_MAC`` to
     them all, preceded by the query's ``WR_GB`` on the channels whose ``a``-th unit starts a
-    job (one per job: the same payload). ``blocks[i]`` is request ``i``'s table length; a
+    job (one per job: the same payload). With ``aligned``, a job starts on all its channels
+    at one step (:func:`_timelines`). ``blocks[i]`` is request ``i``'s table length; a
     request's read-outs interleave with others', :func:`deal` splits them.
     """
     em = _Emitter()
@@ -328,18 +340,20 @@ def qk_program(g: Geometry, layer: int, jobs: Sequence[Job], queries: np.ndarray
     reps = cols // e
     zstart, zsize = em.zeros()
     plans = [QkPlan([], b, g.block_size) for b in blocks]
-    steps: dict[int, list[tuple[Job, int, int, int, bool]]] = {}  # channel -> its atoms
-    for c, timeline in _timelines(jobs, "key").items():
-        atoms = steps.setdefault(c, [])
-        for job, units in timeline:
-            slots = job.key[units, 1]
-            rel, q = np.divmod(slots, g.keys_per_row)
-            ordered = sorted(zip(rel.tolist(), (q * e).tolist(), units))
-            atoms.extend((job, r, col, u, k == 0) for k, (r, col, u) in enumerate(ordered))
+
+    def atoms(job: Job, c: int, units: list[int]) -> list[tuple[Job, int, int, int, bool]]:
+        rel, q = np.divmod(job.key[units, 1], g.keys_per_row)
+        ordered = sorted(zip(rel.tolist(), (q * e).tolist(), units))
+        return [(job, r, col, u, k == 0) for k, (r, col, u) in enumerate(ordered)]
+
+    steps = _timelines(jobs, "key", atoms, aligned)  # channel -> its atoms (None: idle)
     gb: dict[int, tuple[int, int]] = {}  # id(job) -> its query payload
-    longest = max((len(a) for a in steps.values()), default=0)
+    longest = max((len(line) for line in steps.values()), default=0)
     for a in range(longest):
-        here = [(c, atoms[a]) for c, atoms in steps.items() if a < len(atoms)]
+        here = [(c, line[a]) for c, line in steps.items()
+                if a < len(line) and line[a] is not None]
+        if not here:
+            continue
         starts: dict[int, list[int]] = {}
         for c, (job, *_rest, first) in here:
             if first:
@@ -368,7 +382,7 @@ def qk_program(g: Geometry, layer: int, jobs: Sequence[Job], queries: np.ndarray
 
 
 def sv_program(g: Geometry, layer: int, jobs: Sequence[Job], probs: np.ndarray,
-               blocks: Sequence[int]) -> tuple[Program, list[SvPlan]]:
+               blocks: Sequence[int], aligned: bool = False) -> tuple[Program, list[SvPlan]]:
     """Return SV over ``jobs`` and one plan per request (``probs``: ``(n, heads, width)``).
 
     Every channel walks its timeline of segments (per job, its units there split into runs of
@@ -376,27 +390,29 @@ def sv_program(g: Geometry, layer: int, jobs: Sequence[Job], probs: np.ndarray,
     step: atom step ``a`` writes the scores of the segments that start there to their
     channel's GB, then one ``WR_BIAS`` to every channel with an ``a``-th atom, the ``MAC_ABK``s
     of its runs (one instruction for the channels whose runs share addresses) and one
-    ``RD_MAC`` to them all.
+    ``RD_MAC`` to them all. ``aligned`` as in :func:`qk_program`.
     """
     em = _Emitter()
     rv, w = g.v_rows, g.device.columns
     zstart, zsize = em.zeros()
     plans = [SvPlan([], {}, b, g.block_size) for b in blocks]
     # channel -> atoms: (job, segment k, row i, runs ((first, count, row0, col), ...))
-    steps: dict[int, list[tuple[Job, int, int, tuple]]] = {}
-    for c, timeline in _timelines(jobs, "value").items():
-        atoms = steps.setdefault(c, [])
-        for job, units in timeline:
-            grp, col = np.divmod(job.value[units, 1], w)
-            row0 = g.key_rows + grp * rv
-            segs = _segments(list(zip(units, row0.tolist(), col.tolist())))
-            plans[job.index].segments[(job.head, c)] = [
-                tuple(us for us, _r, _cl in runs) for runs in segs]
-            for k, runs in enumerate(segs):
-                atoms.extend((job, k, i, tuple(runs)) for i in range(rv))
-    longest = max((len(a) for a in steps.values()), default=0)
+
+    def atoms(job: Job, c: int, units: list[int]) -> list[tuple[Job, int, int, tuple]]:
+        grp, col = np.divmod(job.value[units, 1], w)
+        row0 = g.key_rows + grp * rv
+        segs = _segments(list(zip(units, row0.tolist(), col.tolist())))
+        plans[job.index].segments[(job.head, c)] = [
+            tuple(us for us, _r, _cl in runs) for runs in segs]
+        return [(job, k, i, tuple(runs)) for k, runs in enumerate(segs) for i in range(rv)]
+
+    steps = _timelines(jobs, "value", atoms, aligned)
+    longest = max((len(line) for line in steps.values()), default=0)
     for a in range(longest):
-        here = [(c, atoms[a]) for c, atoms in steps.items() if a < len(atoms)]
+        here = [(c, line[a]) for c, line in steps.items()
+                if a < len(line) and line[a] is not None]
+        if not here:
+            continue
         for c, (job, _k, i, runs) in here:
             if i:
                 continue

@@ -50,11 +50,15 @@ class Policy(Protocol):
 
     ``place`` chooses and may raise :class:`~patton.runtime.errors.CapacityError`; it changes
     nothing. ``bind`` records a ``place`` result; ``unbind`` returns a block's units;
-    ``finish`` forgets a request once it holds no block.
+    ``finish`` forgets a request once it holds no block. ``aligned`` says whether the
+    attention programs start each request's KV head on all its channels at the same step
+    (:func:`programs.qk_program`): right for a layout that stripes a request over a channel
+    group at the same addresses, a waste of steps for one that scatters it.
     """
 
     name: str
     prefix_caching: bool
+    aligned: bool
 
     def room(self) -> int: ...
 
@@ -300,7 +304,8 @@ class PlacedRuntime:
         check_shape(queries, (len(requests), c.heads, c.d_head), "queries",
                     "(requests, heads, d_head)")
         blocks = [len(self._table(r)) for r in requests]
-        return programs.qk_program(c, layer, self._jobs(requests), queries, blocks)
+        return programs.qk_program(c, layer, self._jobs(requests), queries, blocks,
+                                  self.policy.aligned)
 
     def sv_buffer(self, requests: list[int], layer: int, width: int) -> np.ndarray:
         """Return zeroed scores ``(n, heads, width)`` for :meth:`sv_step`."""
@@ -322,7 +327,8 @@ class PlacedRuntime:
                 or probs.shape[2] < need:
             check_shape(probs, (len(requests), c.heads, max(need, 1)), "probs",
                         "(requests, heads, at least the longest table's tokens)")
-        return programs.sv_program(c, layer, self._jobs(requests), probs, blocks)
+        return programs.sv_program(c, layer, self._jobs(requests), probs, blocks,
+                                  self.policy.aligned)
 
     # ------------------------------------------------------------------ checks
 
