@@ -246,9 +246,9 @@ def test_bad_calls_leave_the_runtime_unchanged(name: str) -> None:
         h.rt.write_program([(b, 0, *h._kv(2))])
     with pytest.raises(BlockStateError, match="overflow"):
         h.rt.write_program([(b, 3, *h._kv(h.g.block_size))])
+    h.prefill(1, 2)
     with pytest.raises(DoubleFree):
-        h.prefill(1, 2)
-        h.rt.free(1, b)
+        h.rt.free(1, b)  # request 0's block
     h.rt.finish(1)
     after = (h.rt.blocks, h.rt.requests, vars(h.rt.policy))
     assert after[0].keys() == before[0].keys() and after[1] == before[1]

@@ -144,6 +144,7 @@ def test_the_build_says_what_it_does_and_keeps_its_output_in_a_log(monkeypatch, 
         return "player"
 
     monkeypatch.setattr(tb_cli, "player", fake_player)
+    monkeypatch.setattr(tb_cli, "_PLAYERS", {})  # as in a fresh process: no player made yet
     monkeypatch.setattr(SchedulePlayer, "cached", classmethod(lambda cls, *a, **k: False))
     monkeypatch.setattr(SchedulePlayer, "built_rows", classmethod(lambda cls, waves=None: []))
     out = tb_cli._Output("check", verbose=False)

@@ -25,7 +25,9 @@ step ``a`` sends one ``WR_BIAS`` and one ``RD_MAC`` to every channel that has an
 unit (or SV row), and one ``MAC_ABK`` per distinct address among them, so channels whose
 units share an address share the instruction (a channel mask, PATTON's Case Ch). That is the
 favourable schedule the paper grants each baseline (§5.2): every channel busy in every step,
-limited only by how evenly the baseline spread the batch's units over the channels. Plans
+limited only by how evenly the baseline spread the batch's units over the channels (a policy
+that stripes a request over a channel group also starts each request on all of them at one
+step, ``aligned``, so they stay at the same addresses). Plans
 (:class:`QkPlan`, :class:`SvPlan`) say what each read-out holds.
 """
 
