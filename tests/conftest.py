@@ -1,8 +1,8 @@
 """Shared fixtures, and a guard that the suite reads nothing outside the repository's data.
 
 The public AiM traces and their reference results are kept in ``tests/data/aim``. The folder
-that holds the project's planning material beside a checkout (``../shared``) is never read:
-an audit hook fails any attempt to open a file there, so a test that depended on it would fail
+that holds the project's planning material beside a checkout (``OUTSIDE``) is never read: an
+audit hook fails any attempt to open a file there, so a test that depended on it would fail
 in every run, not only on a fresh clone without it.
 """
 
