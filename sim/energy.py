@@ -55,6 +55,8 @@ CONSTANTS = EnergyConstants()
 _COLUMN = (C.RD, C.WR, C.RDA, C.WRA, C.MAC, C.MAC16, C.AF16, C.EWMUL16, C.RDCP, C.WRCP,
            C.WRGB, C.RDMAC16, C.RDAF16, C.WRMAC16, C.WRA16)
 _EXTERNAL = (C.RD, C.WR, C.RDA, C.WRA, C.WRGB, C.RDMAC16, C.RDAF16, C.WRMAC16, C.WRA16)
+#: Every command with its name, the keys of a run's per-channel counts.
+_NAMED = tuple((c, c.name) for c in Command)
 
 
 @dataclass(slots=True)
@@ -79,7 +81,7 @@ def energy(command_counts: dict[int, dict[str, int]],
     total = {name: 0.0 for name in ("act", "read", "write", "pim", "dq", "controller",
                                      "global_buffer", "standby")}
     for counts in command_counts.values():
-        n = {c: counts.get(c.name, 0) for c in Command}
+        n = {c: counts.get(name, 0) for c, name in _NAMED}
         total["act"] += k.p_act * k.t_rc * (n[C.ACT] + 4 * n[C.ACT4] + 16 * n[C.ACT16])
         total["read"] += k.p_rd * k.t_bl * (n[C.RDCP] + n[C.RD] + n[C.RDA] + 16 * n[C.AF16]
                                            + n[C.RDMAC16] + n[C.RDAF16])

@@ -28,17 +28,21 @@ favourable schedule the paper grants each baseline (§5.2): every channel busy i
 limited only by how evenly the baseline spread the batch's units over the channels (a policy
 that stripes a request over a channel group also starts each request on all of them at one
 step, ``aligned``, so they stay at the same addresses). Plans
-(:class:`QkPlan`, :class:`SvPlan`) say what each read-out holds.
+(:class:`QkPlan`, :class:`SvPlan`) say what each read-out holds. The builders lay out every
+timeline and step at once with array sorts over the batch's units, not instruction by
+instruction.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 from patton.runtime.baselines.geometry import UNIT, Geometry
-from patton.sim.isa import Opcode, channel_bit, mask_channels
+from patton.sim.isa import MASK_BITS, Opcode, channel_bit
 from patton.sim.program import FIELDS, OP_ID, UNSET, Program, Readout
 
 __all__ = ["Job", "QkPlan", "SvPlan", "key_writes", "value_writes", "token_value_writes",
@@ -264,65 +268,167 @@ class SvPlan:
         return out
 
 
-def _mask(channels: object) -> int:
-    m = 0
-    for c in channels:  # type: ignore[attr-defined]
-        m |= channel_bit(int(c))
-    return m
+#: A field of the rows :func:`_rows` builds: one value for all, or one per row.
+_Field = np.ndarray | int
+#: The channel-mask bit of every channel.
+_BIT = np.array([channel_bit(c) for c in range(MASK_BITS)], dtype=np.int64)
 
 
-class _Emitter:
-    """Instruction rows and payload words of one program being built, and the owner of
-    every read-out (``order``: per read-out, the request and its plan entry)."""
+@dataclass(frozen=True, slots=True)
+class _Units:
+    """The units of a batch's jobs (their Key or Value placements), grouped per job and channel.
 
-    def __init__(self) -> None:
-        self.rows: list[tuple[int, ...]] = []
-        self.data: list[np.ndarray] = []
-        self.words = 0
-        self.zero = -1
-        self.order: list[int] = []  # per read-out: the request's batch position
-
-    def payload(self, words: np.ndarray) -> tuple[int, int]:
-        start = self.words
-        self.data.append(words)
-        self.words += len(words)
-        return start, len(words)
-
-    def zeros(self) -> tuple[int, int]:
-        if self.zero < 0:
-            self.zero = self.payload(np.zeros(UNIT, dtype=np.uint16))[0]
-        return self.zero, UNIT
-
-    def program(self) -> Program:
-        if not self.rows:
-            return empty()
-        cols = np.array(self.rows, dtype=np.int64).T
-        data = np.concatenate(self.data) if self.data else np.zeros(0, np.uint16)
-        return _assemble(cols, data)
-
-
-def _timelines(jobs: Sequence[Job], kind: str, atoms: Callable[[Job, int, list[int]], list],
-               aligned: bool) -> dict[int, list]:
-    """Per channel, the atoms of its jobs in batch order (``atoms(job, channel, units)`` gives
-    a job's atoms on a channel from its units there, in table order).
-
-    With ``aligned`` a job starts at the same step on all its channels: each is padded with
-    ``None`` (idle) up to the job's latest channel, so the channels of a head group that hold
-    one request's units at the same addresses (PIMphony's stripes) stay in step and share
-    each ``MAC_ABK``. Without, every channel runs its atoms back to back.
+    The *groups* are in job order, a job's channels in the order its table first reaches them;
+    the units are grouped, in table order within a group.
     """
-    out: dict[int, list] = {}
-    for job in jobs:
-        place = job.key if kind == "key" else job.value
-        per: dict[int, list[int]] = {}
-        for u, c in enumerate(place[:, 0].tolist()):
-            per.setdefault(c, []).append(u)
-        start = max((len(out.get(c, ())) for c in per), default=0) if aligned else 0
-        for c, units in per.items():
-            line = out.setdefault(c, [])
-            line.extend([None] * (start - len(line)))
-            line.extend(atoms(job, c, units))
+
+    job: np.ndarray  # per unit: its job's position in the batch
+    unit: np.ndarray  # per unit: its index in the job's table
+    slot: np.ndarray  # per unit
+    group: np.ndarray  # per unit: its group (non-decreasing)
+    first: np.ndarray  # per group: its first unit
+    gjob: np.ndarray  # per group: its job
+    gch: np.ndarray  # per group: its channel
+
+    @classmethod
+    def of(cls, jobs: Sequence[Job], kind: str) -> _Units:
+        """The units of ``jobs``' ``kind`` (``"key"`` or ``"value"``) placements."""
+        places = [j.key if kind == "key" else j.value for j in jobs]
+        sizes = np.array([len(p) for p in places], dtype=np.int64)
+        place = (np.concatenate(places).astype(np.int64, copy=False) if places
+                 else np.zeros((0, 2), np.int64))
+        n = len(place)
+        job = np.repeat(np.arange(len(jobs)), sizes)
+        unit = np.arange(n) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+        key = job * MASK_BITS + place[:, 0]
+        first = np.full(len(jobs) * MASK_BITS, n, dtype=np.int64)  # per key: its first unit
+        np.minimum.at(first, key, np.arange(n))
+        keys = np.flatnonzero(first < n)
+        number = np.empty_like(first)  # the groups numbered in order of first appearance
+        number[keys[np.argsort(first[keys])]] = np.arange(len(keys))
+        group = number[key]
+        o = np.argsort(group, kind="stable")
+        gfirst = np.searchsorted(group[o], np.arange(len(keys)))
+        return cls(job[o], unit[o], place[o, 1], group[o], gfirst, job[o][gfirst],
+                   place[o, 0][gfirst])
+
+    def counts(self) -> np.ndarray:
+        """Units per group."""
+        return np.diff(self.first, append=len(self.job))
+
+    def channel_order(self) -> np.ndarray:
+        """Per channel, its rank among the channels in order of their first group."""
+        chans, first = np.unique(self.gch, return_index=True)
+        rank = np.zeros(MASK_BITS, dtype=np.int64)
+        rank[chans] = np.argsort(np.argsort(first))
+        return rank
+
+
+def _starts(u: _Units, atoms: np.ndarray, aligned: bool) -> np.ndarray:
+    """Per group, the step of its first atom on its channel's timeline (``atoms``: per group).
+
+    Every channel runs its groups' atoms (its jobs' in batch order) back to back. With
+    ``aligned`` a job starts at the same step on all its channels, where the latest of them
+    is free (the others idle up to it), so the channels of a head group that hold one
+    request's units at the same addresses (PIMphony's stripes) stay in step and share each
+    ``MAC_ABK``.
+    """
+    if not aligned:
+        o = _order(u.gch)
+        begin = np.cumsum(atoms[o]) - atoms[o]
+        new = np.diff(u.gch[o], prepend=-1) != 0
+        out = np.empty_like(begin)
+        out[o] = begin - np.maximum.accumulate(np.where(new, begin, 0))
+        return out
+    line = [0] * MASK_BITS
+    starts: list[int] = []  # per job
+    chans, sizes = u.gch.tolist(), atoms.tolist()
+    cuts = [0, *(np.flatnonzero(np.diff(u.gjob)) + 1).tolist(), len(chans)]
+    for lo, hi in zip(cuts[:-1], cuts[1:]):
+        cs = chans[lo:hi]
+        start = max(map(line.__getitem__, cs))
+        for c, n in zip(cs, sizes[lo:hi]):
+            line[c] = start + n
+        starts.append(start)
+    return np.repeat(starts, np.diff(cuts))
+
+
+def _order(*keys: np.ndarray) -> np.ndarray:
+    """Return the stable order of members by ``keys`` (non-negative, the first primary)."""
+    spans = [int(k.max(initial=0)) + 1 for k in keys]
+    if math.prod(spans) >= 1 << 63:
+        return np.lexsort(keys[::-1])
+    key = keys[0].astype(np.int64)
+    for k, span in zip(keys[1:], spans[1:]):  # one mixed-radix key: one sort, not one per key
+        key = key * span + k
+    return np.argsort(key, kind="stable")
+
+
+def _classes(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sort members by ``keys`` (:func:`_order`).
+
+    Returns the order, per sorted member its class (equal keys, numbered ascending) and per
+    class its first sorted member's position.
+    """
+    o = _order(*keys)
+    new = np.zeros(len(o), dtype=bool)
+    new[:1] = True
+    for k in keys:
+        s = k[o]
+        new[1:] |= s[1:] != s[:-1]
+    return o, np.cumsum(new) - 1, np.flatnonzero(new)
+
+
+def _masks(cls: np.ndarray, bits: np.ndarray) -> np.ndarray:
+    """Per class, the channel mask of its members' ``bits``."""
+    out = np.zeros(cls[-1] + 1 if len(cls) else 0, dtype=np.int64)
+    np.bitwise_or.at(out, cls, bits)
     return out
+
+
+def _ranges(first: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """Return ``first[k] .. first[k] + count[k] - 1`` for every ``k``, concatenated."""
+    ends = np.cumsum(count)
+    return np.arange(ends[-1] if len(ends) else 0) + np.repeat(first - ends + count, count)
+
+
+def _rows(step: np.ndarray, op: int, mask: np.ndarray, opsize: _Field = _U, gpr0: _Field = _U,
+          row: _Field = _U, col: _Field = _U, start: _Field = 0,
+          size: _Field = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Return ``(step, rows)``: instructions of ``op`` (an ``(11, n)`` :data:`_FIELDS` matrix)."""
+    c = np.full((len(_FIELDS), len(step)), _U, dtype=np.int64)
+    c[0], c[1], c[2], c[3], c[5], c[7], c[9], c[10] = (op, opsize, gpr0, mask, row, col, start,
+                                                        size)
+    return step, c
+
+
+def _program(parts: Sequence[tuple[np.ndarray, np.ndarray]], data: np.ndarray) -> Program:
+    """Return the program of ``parts`` (:func:`_rows`, each in its order): step by step, a
+    step's rows in the order of ``parts``."""
+    step = np.concatenate([s for s, _ in parts])
+    kind = np.repeat(np.arange(len(parts)), [len(s) for s, _ in parts])
+    return _assemble(np.concatenate([c for _, c in parts], axis=1)[:, _order(step, kind)], data)
+
+
+def _lockstep(step: np.ndarray, bits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per step with an atom: the step and the mask of its channels (``bits``: per atom)."""
+    masks = np.zeros(step.max() + 1, dtype=np.int64)
+    np.bitwise_or.at(masks, step, bits)
+    steps = np.flatnonzero(masks)
+    return steps, masks[steps]
+
+
+def _deal_reads(plans: Sequence[QkPlan | SvPlan], atoms: np.ndarray, index: np.ndarray,
+                *fields: np.ndarray) -> list[int]:
+    """Append to each request's plan (``index``, per atom) the ``fields`` (per atom) of its
+    read-outs, read-out ``r`` being atom ``atoms[r]``; return the read-outs' requests."""
+    owner = index[atoms]
+    o = atoms[np.argsort(owner, kind="stable")]
+    cuts = np.searchsorted(index[o], np.arange(len(plans) + 1)).tolist()
+    reads = list(zip(*(f[o].tolist() for f in fields)))
+    for plan, lo, hi in zip(plans, cuts[:-1], cuts[1:]):
+        plan.reads.extend(reads[lo:hi])
+    return owner.tolist()
 
 
 def qk_program(g: Geometry, layer: int, jobs: Sequence[Job], queries: np.ndarray,
@@ -331,56 +437,55 @@ def qk_program(g: Geometry, layer: int, jobs: Sequence[Job], queries: np.ndarray
 
     Every channel walks its own timeline (its jobs in batch order, each job's units there in
     row order) in lock step with the others: step ``a`` is one ``WR_BIAS`` to every channel
-    with an ``a``-th unit, a ``MAC_ABK`` per distinct address among them, one ``RD_MAC`` to
-    them all, preceded by the query's ``WR_GB`` on the channels whose ``a``-th unit starts a
-    job (one per job: the same payload). With ``aligned``, a job starts on all its channels
-    at one step (:func:`_timelines`). ``blocks[i]`` is request ``i``'s table length; a
-    request's read-outs interleave with others', :func:`deal` splits them.
+    with an ``a``-th unit, a ``MAC_ABK`` per distinct address among them (in address order),
+    one ``RD_MAC`` to them all, preceded by the query's ``WR_GB`` on the channels whose
+    ``a``-th unit starts a job (one per job, in the order of the channels' first appearance:
+    the same payload, placed when the job first starts). With ``aligned``, a job starts on
+    all its channels at one step (:func:`_starts`). ``blocks[i]`` is request ``i``'s table
+    length; a request's read-outs interleave with others', :func:`deal` splits them.
     """
-    em = _Emitter()
     e, cols = g.bursts, g.device.gb_columns
-    reps = cols // e
-    zstart, zsize = em.zeros()
     plans = [QkPlan([], b, g.block_size) for b in blocks]
-
-    def atoms(job: Job, c: int, units: list[int]) -> list[tuple[Job, int, int, int, bool]]:
-        rel, q = np.divmod(job.key[units, 1], g.keys_per_row)
-        ordered = sorted(zip(rel.tolist(), (q * e).tolist(), units))
-        return [(job, r, col, u, k == 0) for k, (r, col, u) in enumerate(ordered)]
-
-    steps = _timelines(jobs, "key", atoms, aligned)  # channel -> its atoms (None: idle)
-    gb: dict[int, tuple[int, int]] = {}  # id(job) -> its query payload
-    longest = max((len(line) for line in steps.values()), default=0)
-    for a in range(longest):
-        here = [(c, line[a]) for c, line in steps.items()
-                if a < len(line) and line[a] is not None]
-        if not here:
-            continue
-        starts: dict[int, list[int]] = {}
-        for c, (job, *_rest, first) in here:
-            if first:
-                starts.setdefault(id(job), []).append(c)
-        jobs_by_id = {id(atom[0]): atom[0] for _, atom in here}
-        for jid, chans in starts.items():
-            job = jobs_by_id[jid]
-            if jid not in gb:
-                gb[jid] = em.payload(np.tile(queries[job.index, job.head], reps))
-            start, size = gb[jid]
-            em.rows.append((_GB, cols, 0, _mask(chans), _U, _U, _U, 0, _U, start, size))
-        m = _mask(c for c, _ in here)
-        em.rows.append((_BIAS, _U, 0, m, _U, _U, _U, _U, _U, zstart, zsize))
-        by_address: dict[tuple[int, int], list[int]] = {}
-        for c, (_job, r, col, _u, _f) in here:
-            by_address.setdefault((r, col), []).append(c)
-        for (r, col), chans in sorted(by_address.items()):
-            em.rows.append((_MAC, e, _U, _mask(chans), _U, g.row(layer, r), _U, col, _U, 0, 0))
-        em.rows.append((_RD, _U, 0, m, _U, _U, _U, _U, _U, 0, 0))
-        atom_of = dict(here)
-        for c in mask_channels(m):
-            job, _r, _col, u, _f = atom_of[c]
-            plans[job.index].reads.append((job.head, c, u))
-            em.order.append(job.index)
-    return em.program(), _Dealt.wrap(plans, em.order)
+    u = _Units.of(jobs, "key")
+    if not len(u.job):
+        return empty(), _Dealt.wrap(plans, [])
+    index = np.array([j.index for j in jobs], dtype=np.int64)
+    head = np.array([j.head for j in jobs], dtype=np.int64)
+    seen: dict[int, int] = {}  # a job is its object: one listed twice shares its query
+    ident = np.array([seen.setdefault(id(j), k) for k, j in enumerate(jobs)], dtype=np.int64)
+    o = _order(u.group, u.slot)  # each group's units in row order (one atom each)
+    job, unit, slot, grp = u.job[o], u.unit[o], u.slot[o], u.group[o]
+    pos = np.arange(len(o)) - u.first[grp]
+    step = _starts(u, u.counts(), aligned)[grp] + pos
+    ch = u.gch[grp]
+    bit = _BIT[ch]
+    # WR_GB: per step and job starting there, its channels; the job's first one orders them
+    f = np.flatnonzero(pos == 0)
+    fo, cls, lead = _classes(step[f], ident[job[f]])
+    f = f[fo]
+    by = np.full(len(lead), MASK_BITS, dtype=np.int64)
+    np.minimum.at(by, cls, u.channel_order()[ch[f]])
+    go = _order(step[f][lead], by)
+    gjob = ident[job[f][lead]][go]
+    _, once = np.unique(gjob, return_index=True)
+    payload = gjob[np.sort(once)]  # jobs in the order their query is placed
+    rank = np.empty(len(jobs), dtype=np.int64)
+    rank[payload] = np.arange(len(payload))
+    words = np.tile(queries[index[payload], head[payload]], (1, cols // e))
+    size = words.shape[1]
+    data = np.concatenate([np.zeros(UNIT, dtype=np.uint16), words.reshape(-1)])
+    gb = _rows(step[f][lead][go], _GB, _masks(cls, bit[f])[go], cols, 0, col=0,
+               start=UNIT + size * rank[gjob], size=size)
+    bias_step, m = _lockstep(step, bit)
+    mo, cls, lead = _classes(step, slot)
+    rel, q = np.divmod(slot[mo][lead], g.keys_per_row)
+    mac = _rows(step[mo][lead], _MAC, _masks(cls, bit[mo]), e, row=g.row(layer, rel),
+                col=q * e)
+    ro = _order(step, MASK_BITS - 1 - ch)  # per step, in mask_channels order
+    order = _deal_reads(plans, ro, index[job], head[job], ch, unit)
+    program = _program([gb, _rows(bias_step, _BIAS, m, gpr0=0, start=0, size=UNIT), mac,
+                        _rows(bias_step, _RD, m, gpr0=0)], data)
+    return program, _Dealt.wrap(plans, order)
 
 
 def sv_program(g: Geometry, layer: int, jobs: Sequence[Job], probs: np.ndarray,
@@ -388,86 +493,118 @@ def sv_program(g: Geometry, layer: int, jobs: Sequence[Job], probs: np.ndarray,
     """Return SV over ``jobs`` and one plan per request (``probs``: ``(n, heads, width)``).
 
     Every channel walks its timeline of segments (per job, its units there split into runs of
-    adjacent columns and GB-disjoint segments), one *atom* per segment and Value row, in lock
-    step: atom step ``a`` writes the scores of the segments that start there to their
-    channel's GB, then one ``WR_BIAS`` to every channel with an ``a``-th atom, the ``MAC_ABK``s
-    of its runs (one instruction for the channels whose runs share addresses) and one
-    ``RD_MAC`` to them all. ``aligned`` as in :func:`qk_program`.
+    adjacent columns and GB-disjoint segments, :func:`_segments`), one *atom* per segment and
+    Value row, in lock step: atom step ``a`` writes the scores of the segments that start there
+    to their channel's GB (channels in order of first appearance), then one ``WR_BIAS`` to
+    every channel with an ``a``-th atom, the ``MAC_ABK``s of its runs (one instruction for the
+    channels whose runs share addresses, in the order of their runs' ``(row, column, count)``)
+    and one ``RD_MAC`` to them all. ``aligned`` as in :func:`qk_program`.
     """
-    em = _Emitter()
     rv, w = g.v_rows, g.device.columns
-    zstart, zsize = em.zeros()
     plans = [SvPlan([], {}, b, g.block_size) for b in blocks]
-    # channel -> atoms: (job, segment k, row i, runs ((first, count, row0, col), ...))
+    u = _Units.of(jobs, "value")
+    if not len(u.job):
+        return empty(), _Dealt.wrap(plans, [])
+    index = np.array([j.index for j in jobs], dtype=np.int64)
+    head = np.array([j.head for j in jobs], dtype=np.int64)
+    vgroup, col = np.divmod(u.slot, w)
+    row0 = g.key_rows + vgroup * rv
+    # runs: a group's units (table order) at adjacent columns of one Value group
+    new = np.ones(len(col), dtype=bool)
+    new[1:] = (np.diff(u.group) != 0) | (np.diff(row0) != 0) | (np.diff(col) != 1)
+    rfirst = np.flatnonzero(new)
+    run = np.cumsum(new) - 1  # per unit
+    rlen = np.diff(rfirst, append=len(col))
+    rrow, rcol = row0[rfirst], col[rfirst]
+    starts = _segments(u.group, col, run, rfirst)
+    sfirst = np.flatnonzero(starts)  # per segment: its first run
+    seg = np.cumsum(starts) - 1  # per run
+    sruns = np.diff(sfirst, append=len(rfirst))
+    sgroup = u.group[rfirst[sfirst]]
+    gseg = np.searchsorted(sgroup, np.arange(len(u.first)))  # per group: its first segment
+    k = np.arange(len(sfirst)) - gseg[sgroup]  # per segment: its index in its group
+    sstep = _starts(u, np.diff(gseg, append=len(sfirst)) * rv, aligned)[sgroup] + k * rv
+    sch, sjob = u.gch[sgroup], u.gjob[sgroup]
+    # WR_GB: per step, the runs of the segments starting there, by channel
+    go = _order(sstep[seg], u.channel_order()[sch[seg]])
+    size = rlen[go] * UNIT
+    units = _ranges(rfirst[go], rlen[go])
+    j = u.job[units]
+    bursts = sliding_window_view(probs, UNIT, axis=2)[:, :, ::UNIT]  # per unit: its scores
+    words = bursts[index[j], head[j], u.unit[units]]
+    data = np.concatenate([np.zeros(UNIT, dtype=np.uint16),
+                           words.reshape(-1).astype(np.uint16, copy=False)])
+    gb = _rows(sstep[seg[go]], _GB, _BIT[sch[seg[go]]], rlen[go], 0, col=rcol[go],
+               start=UNIT + np.cumsum(size) - size, size=size)
+    # atoms: (segment, Value row i), steps sstep .. sstep + rv - 1
+    aseg = np.repeat(np.arange(len(sfirst)), rv)
+    ai = np.tile(np.arange(rv), len(sfirst))
+    astep, abit = sstep[aseg] + ai, _BIT[sch[aseg]]
+    bias_step, m = _lockstep(astep, abit)
+    # MAC_ABK: the atoms of a step with equal runs share them; ordered by their runs
+    mo, cls, lead = _classes(astep, rrow[sfirst[aseg]] + ai, _shapes(seg, rrow, rcol, rlen)[aseg])
+    lseg, li = aseg[mo][lead], ai[mo][lead]
+    runs = _ranges(sfirst[lseg], sruns[lseg])
+    mac = _rows(np.repeat(astep[mo][lead], sruns[lseg]), _MAC,
+                np.repeat(_masks(cls, abit[mo]), sruns[lseg]), rlen[runs],
+                row=g.row(layer, rrow[runs] + np.repeat(li, sruns[lseg])), col=rcol[runs])
+    ro = _order(astep, MASK_BITS - 1 - sch[aseg])  # per step, in mask_channels order
+    order = _deal_reads(plans, ro, index[sjob][aseg], head[sjob][aseg], ai, k[aseg], sch[aseg])
+    unit = u.unit.tolist()
+    run_units = [tuple(unit[a:a + n]) for a, n in zip(rfirst.tolist(), rlen.tolist())]
+    segments = [tuple(run_units[a:a + n]) for a, n in zip(sfirst.tolist(), sruns.tolist())]
+    for jb, c, lo, hi in zip(u.gjob.tolist(), u.gch.tolist(), gseg.tolist(),
+                             [*gseg[1:].tolist(), len(sfirst)]):
+        plans[jobs[jb].index].segments[jobs[jb].head, c] = segments[lo:hi]
+    program = _program([gb, _rows(bias_step, _BIAS, m, gpr0=0, start=0, size=UNIT), mac,
+                        _rows(bias_step, _RD, m, gpr0=0)], data)
+    return program, _Dealt.wrap(plans, order)
 
-    def atoms(job: Job, c: int, units: list[int]) -> list[tuple[Job, int, int, tuple]]:
-        grp, col = np.divmod(job.value[units, 1], w)
-        row0 = g.key_rows + grp * rv
-        segs = _segments(list(zip(units, row0.tolist(), col.tolist())))
-        plans[job.index].segments[(job.head, c)] = [
-            tuple(us for us, _r, _cl in runs) for runs in segs]
-        return [(job, k, i, tuple(runs)) for k, runs in enumerate(segs) for i in range(rv)]
 
-    steps = _timelines(jobs, "value", atoms, aligned)
-    longest = max((len(line) for line in steps.values()), default=0)
-    for a in range(longest):
-        here = [(c, line[a]) for c, line in steps.items()
-                if a < len(line) and line[a] is not None]
-        if not here:
-            continue
-        for c, (job, _k, i, runs) in here:
-            if i:
-                continue
-            row = probs[job.index, job.head]
-            for us, _r0, cl in runs:  # the segment starts: its units' scores to the GB
-                words = np.concatenate([row[u * UNIT:(u + 1) * UNIT] for u in us])
-                start, size = em.payload(words.astype(np.uint16, copy=False))
-                em.rows.append((_GB, len(us), 0, _mask((c,)), _U, _U, _U, cl, _U, start,
-                                size))
-        m = _mask(c for c, _ in here)
-        em.rows.append((_BIAS, _U, 0, m, _U, _U, _U, _U, _U, zstart, zsize))
-        by_runs: dict[tuple, list[int]] = {}
-        for c, (_job, _k, i, runs) in here:
-            key = tuple((r0 + i, cl, len(us)) for us, r0, cl in runs)
-            by_runs.setdefault(key, []).append(c)
-        for key, chans in sorted(by_runs.items()):
-            cm = _mask(chans)
-            for row, cl, count in key:
-                em.rows.append((_MAC, count, _U, cm, _U, g.row(layer, row), _U, cl, _U, 0, 0))
-        em.rows.append((_RD, _U, 0, m, _U, _U, _U, _U, _U, 0, 0))
-        atom_of = dict(here)
-        for c in mask_channels(m):
-            job, k, i, _runs = atom_of[c]
-            plans[job.index].reads.append((job.head, i, k, c))
-            em.order.append(job.index)
-    return em.program(), _Dealt.wrap(plans, em.order)
+def _segments(group: np.ndarray, col: np.ndarray, run: np.ndarray,
+              rfirst: np.ndarray) -> np.ndarray:
+    """Return which runs start a segment: per group, greedily, a run joins the segment of the
+    runs before it unless it shares a column with one of them (the GB holds one score burst
+    per column).
 
-
-def _segments(units: list[tuple[int, int, int]]) -> list[list[tuple[tuple[int, ...], int, int]]]:
-    """Split one channel's Value units (table order) into runs, then GB-disjoint segments.
-
-    A run is ``(units, row0, col)``: units at adjacent columns ``col ..`` of one Value group,
-    in column order (PIMphony's channel holds every ``P``-th unit, so a run's units need not
-    be consecutive); a segment's runs use disjoint columns (the GB holds one score burst per
-    column).
+    ``group``, ``col`` and ``run`` are per unit (grouped, table order), ``rfirst`` per run its
+    first unit. A run's units are at adjacent columns ``col ..`` of one Value group (PIMphony's
+    channel holds every ``P``-th unit, so they need not be consecutive in the table).
     """
-    runs: list[list] = []
-    for u, r0, cl in units:
-        last = runs[-1] if runs else None
-        if last is not None and last[1] == r0 and last[2] + len(last[0]) == cl:
-            last[0].append(u)
-        else:
-            runs.append([[u], r0, cl])
-    segs: list[list[tuple[tuple[int, ...], int, int]]] = []
-    used = 0
-    for us, r0, cl in runs:
-        span = ((1 << len(us)) - 1) << cl
-        if not segs or used & span:
-            segs.append([])
-            used = 0
-        segs[-1].append((tuple(us), r0, cl))
-        used |= span
-    return segs
+    o = _order(group, col)  # a group's units per column, in table order
+    same = (np.diff(group[o]) == 0) & (np.diff(col[o]) == 0)
+    before = np.full(len(col), -1, dtype=np.int64)
+    before[o[1:][same]] = run[o[:-1][same]]
+    clash = np.maximum.reduceat(before, rfirst)  # the latest earlier run sharing a column
+    gfirst = np.maximum.accumulate(np.where(np.diff(group[rfirst], prepend=-1) != 0,
+                                            np.arange(len(rfirst)), 0))
+    starts = gfirst == np.arange(len(rfirst))
+    current = -1  # the segment being filled: its first run
+    maybe = np.flatnonzero(clash >= 0)
+    for r, c, first in zip(maybe.tolist(), clash[maybe].tolist(), gfirst[maybe].tolist()):
+        current = max(current, first)  # a new group starts with a new segment
+        if c >= current:
+            starts[r] = True
+            current = r
+    return starts
+
+
+def _shapes(seg: np.ndarray, rrow: np.ndarray, rcol: np.ndarray,
+            rlen: np.ndarray) -> np.ndarray:
+    """Per segment, the rank of its runs' ``(row, column, count)`` sequence, rows relative to
+    its first run's, in lexicographic order (a prefix first): with the first run's row, the
+    order of the segments' ``MAC_ABK`` address sequences."""
+    first = np.flatnonzero(np.diff(seg, prepend=-1) != 0)
+    pos = np.arange(len(seg)) - first[seg]
+    key = np.zeros((len(first), 3 * (pos.max() + 1)), dtype=np.int64)  # 0: no such run
+    rel = rrow - rrow[first[seg]]
+    key[seg, 3 * pos] = rel - rel.min() + 1
+    key[seg, 3 * pos + 1] = rcol
+    key[seg, 3 * pos + 2] = rlen
+    o, cls, _ = _classes(*key.T)
+    rank = np.empty(len(first), dtype=np.int64)
+    rank[o] = cls
+    return rank
 
 
 class _Dealt(list):
