@@ -1,7 +1,8 @@
 """``patton repro``: run the paper's evaluation and put it next to the paper's numbers.
 
 ``patton repro fig7|fig8|fig9|micro|all [--quick] [--out DIR] [--workers N] [--json]
-[--ray ADDRESS] [--steps N] [--check|--no-check] [--progress|--no-progress]``
+[--ray ADDRESS] [--steps N] [--models M,M] [--frontend shared|per_channel]
+[--check|--no-check] [--progress|--no-progress]``
     Run the figure's configurations (each an independent task: local worker processes, or Ray
     remote tasks with ``--ray``), then write ``repro.json`` (the figure records), ``repro.md``
     (tables side by side with the paper) and the PNG plots into ``--out`` (default
@@ -9,7 +10,8 @@
     else on stdout. ``--quick``: 200 steps and two models, every program verified (the
     pipeline check); the default is the paper's scale (> 10,000 steps per configuration, the
     four models). ``--steps`` overrides the serving runs' steps, ``--check``/``--no-check``
-    whether Fig. 7/8's programs are verified.
+    whether Fig. 7/8's programs are verified, ``--frontend`` Fig. 7's cycle-model front end
+    (the paper's figure: ``shared``).
 
 Bad options and an unwritable ``--out`` are reported as ``error: ...`` on stderr with exit
 status 2 before anything runs; a task that fails ends the run with exit status 1 and its name
@@ -30,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from patton.eval.paper import MODELS as MODEL_NAMES
-from patton.eval.plan import FIGURES, FULL, QUICK, Scale, tasks
+from patton.eval.plan import FIGURES, FRONTENDS, FULL, QUICK, Scale, tasks
 
 from patton.options import integer
 
@@ -72,6 +74,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--models", default=None, metavar="M,M",
                    help=f"the models of Fig. 7 and 8 (default: the paper's four; known: "
                         f"{', '.join(MODEL_NAMES)})")
+    p.add_argument("--frontend", choices=FRONTENDS, default="shared",
+                   help="the cycle-model front end of Fig. 7's runs (default shared: the "
+                        "public simulator's one decoder; per_channel: one per channel; "
+                        "Fig. 8 always runs both)")
     p.add_argument("--check", action=argparse.BooleanOptionalAction, default=None,
                    help="verify every program of the Fig. 7/8 runs (run_cost's check; "
                         "default: with --quick only)")
@@ -123,7 +129,7 @@ def reproduce(figures: Sequence[str], scale: Scale, *, workers: int = DEFAULT_WO
     out: dict[str, Any] = {}
     for f in figures:
         pairs = [(t, by_task[t]["result"]) for t in wanted[f]]
-        out[f] = record(f, pairs, scale.models, scale.fig8_models)
+        out[f] = record(f, pairs, scale.models, scale.fig8_models, scale.fig7_frontend)
         out[f]["task_seconds"] = round(sum(by_task[t]["wall_seconds"] for t in wanted[f]), 2)
         out[f]["tasks"] = len(wanted[f])
     return out
@@ -181,6 +187,7 @@ def repro(args: argparse.Namespace) -> int:
         scale = scale.with_(models=models, fig8_models=models)
     if args.check is not None:
         scale = scale.with_(check=args.check)
+    scale = scale.with_(fig7_frontend=args.frontend)
     show = args.progress if args.progress is not None else sys.stderr.isatty()
     start = time.perf_counter()
     try:
@@ -216,6 +223,8 @@ def _argv(args: argparse.Namespace) -> list[str]:
         out += ["--models", args.models]
     if args.check is not None:
         out.append("--check" if args.check else "--no-check")
+    if args.frontend != "shared":
+        out += ["--frontend", args.frontend]
     if args.workers != DEFAULT_WORKERS:
         out += ["--workers", str(args.workers)]
     if args.ray is not None:

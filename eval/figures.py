@@ -93,9 +93,9 @@ def _need(costs: dict[str, dict[str, Any]], model: str, runtimes: Iterable[str],
         raise ValueError(f"{figure}: {model} has no result for {', '.join(missing)}")
 
 
-def fig7(pairs: Pairs, models: Sequence[str]) -> dict[str, Any]:
-    """Return Fig. 7's record over ``models`` (shared front end)."""
-    costs = _costs(pairs, "shared")
+def fig7(pairs: Pairs, models: Sequence[str], frontend: str = "shared") -> dict[str, Any]:
+    """Return Fig. 7's record over ``models`` from the cost tasks on ``frontend``."""
+    costs = _costs(pairs, frontend)
     per_model: dict[str, Any] = {}
     speed: dict[str, list[float | None]] = {b: [] for b in BASELINES}
     gain: dict[str, list[float | None]] = {b: [] for b in BASELINES}
@@ -116,6 +116,8 @@ def fig7(pairs: Pairs, models: Sequence[str]) -> dict[str, Any]:
             c = runs[r]
             detail["absolute"][r] = {"seconds": lat, "joules": en,
                                      "hit_rate": c.get("hit_rate"), "steps": c.get("steps"),
+                                     "decode_tokens": c.get("decode_tokens"),
+                                     "prefill_tokens": c.get("prefill_tokens"),
                                      "violations": c.get("violations"),
                                      "mismatches": c.get("mismatches"),
                                      "checked_programs": c.get("checked_programs"),
@@ -131,7 +133,7 @@ def fig7(pairs: Pairs, models: Sequence[str]) -> dict[str, Any]:
     speedup["all"] = geomean(speedup.values())
     energy_gain["all"] = geomean(energy_gain.values())
     return {"speedup": speedup, "energy_gain": energy_gain, "models": list(models),
-            "per_model": per_model}
+            "frontend": frontend, "per_model": per_model}
 
 
 def fig8(pairs: Pairs, models: Sequence[str]) -> dict[str, Any]:
@@ -231,10 +233,11 @@ def micro(pairs: Pairs) -> dict[str, Any]:
 
 
 def record(figure: str, pairs: Pairs, models: Sequence[str] = (),
-           fig8_models: Sequence[str] = ()) -> dict[str, Any]:
-    """Return ``figure``'s record from ``pairs`` (``models``: Fig. 7's, ``fig8_models``)."""
+           fig8_models: Sequence[str] = (), fig7_frontend: str = "shared") -> dict[str, Any]:
+    """Return ``figure``'s record from ``pairs`` (``models``: Fig. 7's, on ``fig7_frontend``;
+    ``fig8_models``: Fig. 8's)."""
     if figure == "fig7":
-        return fig7(pairs, models)
+        return fig7(pairs, models, fig7_frontend)
     if figure == "fig8":
         return fig8(pairs, fig8_models)
     if figure == "fig9":

@@ -59,7 +59,8 @@ class Scale:
     """The sizes of one ``patton repro`` run.
 
     Invariants: every count is positive; ``loads`` maps each Fig. 9 load to its pool (a
-    multiple of ``fig9_clients``).
+    multiple of ``fig9_clients``); ``fig7_frontend`` is one of :data:`FRONTENDS` (the paper's
+    figure is on ``shared``, the public simulator's decoder).
     """
 
     steps: int  # scheduler steps of every cost configuration (Fig. 7, 8)
@@ -73,6 +74,7 @@ class Scale:
     fig9_max_model_len: int = 8192  # PATTON has no hardware context limit (§5.1)
     value_write_steps: int = 32  # micro: decode steps of the Value-write benchmark
     value_write_requests: int = 32  # micro: its batch (the paper's concurrency)
+    fig7_frontend: str = "shared"  # Fig. 7's cycle-model front end (one of FRONTENDS)
 
     def with_(self, **changes: object) -> Scale:
         """Return a copy with ``changes`` (``dataclasses.replace``)."""
@@ -120,7 +122,8 @@ def tasks(figure: str, scale: Scale) -> list[Task]:
         ValueError: an unknown figure.
     """
     if figure == "fig7":
-        return [_cost(scale, m, r) for m in scale.models for r in ("patton", *BASELINES)]
+        return [_cost(scale, m, r, scale.fig7_frontend) for m in scale.models
+                for r in ("patton", *BASELINES)]
     if figure == "fig8":
         return [_cost(scale, m, r, f) for f in FRONTENDS for m in scale.fig8_models
                 for r in FIG8_RUNTIMES]

@@ -76,14 +76,17 @@ def fig7(record: dict[str, Any], path: Path) -> Path:
     """Write Fig. 7: latency and energy per model and runtime, normalised to PATTON."""
     fig = _figure(10, 7)
     runtimes = ("patton", *paper.BASELINES)
+    frontend = record.get("frontend", "shared")
+    where = "" if frontend == "shared" else f", {frontend} front end"
     for k, (what, key, title) in enumerate((("latency", "speedup", "speedup"),
                                             ("energy", "energy_gain", "energy gain"))):
         ax = fig.add_subplot(2, 1, k + 1)
         _stacked(ax, record["per_model"], runtimes, what, STACK, record[key],
                  paper.FIG7[key])
         ax.set_ylabel(f"normalised {what}")
-        ax.set_title(f"Fig. 7: {what} normalised to PATTON (PATTON's {title} over all: "
-                     f"{_x(record[key]['all'])}, paper {paper.FIG7[key]['all']}x)", fontsize=9)
+        ax.set_title(f"Fig. 7{where}: {what} normalised to PATTON (PATTON's {title} over "
+                     f"all: {_x(record[key]['all'])}, paper {paper.FIG7[key]['all']}x)",
+                     fontsize=9)
         if k == 0:
             ax.legend(fontsize=7, ncols=4, loc="upper left")
     return _save(fig, path)

@@ -54,7 +54,11 @@ def _fig7(rec: dict[str, Any]) -> list[str]:
             for b in (*paper.BASELINES, "all")]
     rows += [(f"energy gain over {b}", rec["energy_gain"][b], p["energy_gain"][b], "x")
              for b in (*paper.BASELINES, "all")]
-    lines = _side_by_side(rows)
+    lines = []
+    if rec.get("frontend", "shared") != "shared":
+        lines += [f"Cycle-model front end: **{rec['frontend']}** (the paper's figure is on the "
+                  "public simulator's shared decoder).", ""]
+    lines += _side_by_side(rows)
     for m, d in rec.get("per_model", {}).items():
         lines += ["", f"**{m}**: normalised to PATTON's total (stacks: "
                   + ", ".join(STACK) + ")", ""]
@@ -64,10 +68,11 @@ def _fig7(rec: dict[str, Any]) -> list[str]:
             body.append((r, _num(lat["total"], "f"),
                          " / ".join(_num(lat[k], "f") for k in STACK),
                          _num(en["total"], "f"), " / ".join(_num(en[k], "f") for k in STACK),
-                         _num(ab.get("hit_rate"), "%"), f"{ab['seconds']:.4g}",
-                         f"{ab['joules']:.4g}"))
+                         _num(ab.get("hit_rate"), "%"), _num(ab.get("decode_tokens"), "n"),
+                         f"{ab['seconds']:.4g}", f"{ab['joules']:.4g}"))
         lines += _table(("runtime", "latency", "K / V / QK / SV / recompute", "energy",
-                         "K / V / QK / SV / recompute", "hit rate", "s", "J"), body)
+                         "K / V / QK / SV / recompute", "hit rate", "decode tokens", "s",
+                         "J"), body)
     return lines
 
 

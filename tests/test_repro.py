@@ -48,7 +48,8 @@ def fake_cost(model: str, runtime: str, frontend: str = "shared") -> dict:
            "recompute_seconds": recompute * scale,
            "recompute_joules": (2 * recompute + (runtime != "patton")) * scale,
            "hit_rate": 0.5, "steps": 10, "violations": 0, "checked_programs": 4,
-           "wall_seconds": 0.1}
+           "wall_seconds": 0.1, "decode_tokens": 1234 if runtime != "pimphony" else 987,
+           "prefill_tokens": 5000}
     out["latency_seconds"] = sum(p["seconds"] for p in out["parts"].values()) + \
         out["recompute_seconds"]
     out["energy_joules"] = sum(p["joules"] for p in out["parts"].values()) + \
@@ -320,11 +321,30 @@ def test_cli_json_is_one_object_keyed_by_figure(tmp_path, capsys, fake_run_cost,
     assert json.loads((tmp_path / "o" / "repro.json").read_text()) == data
 
 
+def test_fig7_on_the_per_channel_front_end(tmp_path, capsys, fake_run_cost, monkeypatch):
+    monkeypatch.setattr("patton.eval.cli.QUICK", SMALL.with_(steps=30))
+    code = main(["repro", "fig7", "--quick", "--workers", "1", "--out", str(tmp_path),
+                 "--frontend", "per_channel", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    rec = json.loads(out)["fig7"]
+    # every cost run went to the per-channel decoder (fake costs halve there: same ratios)
+    assert {c[2] for c in fake_run_cost} == {"per_channel"}
+    assert rec["frontend"] == "per_channel"
+    assert rec["per_model"]["llama3-8b"]["absolute"]["patton"]["seconds"] == pytest.approx(2)
+    md = (tmp_path / "repro.md").read_text()
+    assert "front end: **per_channel**" in md and "--frontend per_channel" in md
+    # the work each runtime did in the same steps is in the record and the table
+    assert rec["per_model"]["llama3-8b"]["absolute"]["pimphony"]["decode_tokens"] == 987
+    assert "| decode tokens |" in md and "| 987 |" in md and "| 1,234 |" in md
+
+
 @pytest.mark.parametrize("argv, message", [
     (["fig10"], "invalid choice"),
     (["micro", "--workers", "0"], "--workers: must be 1..256"),
     (["micro", "--steps", "x"], "--steps"),
     (["micro", "--ray", " "], "--ray needs an address"),
+    (["fig7", "--frontend", "both"], "invalid choice"),
 ])
 def test_bad_options_exit_2(argv, message, capsys, tmp_path):
     with pytest.raises(SystemExit) as e:
