@@ -53,6 +53,8 @@ _GB, _BIAS, _MAC, _RD, _W, _ABK = (OP_ID[o] for o in (
 _U = UNSET
 #: The rows of a program being assembled: :class:`Program`'s positional fields before ``data``.
 _FIELDS = ("op", *FIELDS, "start", "size")
+#: The channel-mask bit of every channel.
+_BIT = np.array([channel_bit(c) for c in range(MASK_BITS)], dtype=np.int64)
 
 
 def _ro(a: np.ndarray) -> np.ndarray:
@@ -169,13 +171,12 @@ def token_value_writes(g: Geometry, places: np.ndarray, offsets: np.ndarray,
         return empty()
     row0, col = np.divmod(places[:, :, 1], g.device.columns)  # (n, heads)
     row0 = g.key_rows + row0 * rv
-    bits = np.array([channel_bit(c) for c in range(g.channels)], dtype=np.int64)
     shape = (n, layers, h, rv)
     c = np.empty((len(_FIELDS),) + shape, dtype=np.int64)
     c[0] = _ABK
     c[1] = _U
     c[2] = 0
-    c[3] = bits[places[:, :, 0]][:, None, :, None]
+    c[3] = _BIT[places[:, :, 0]][:, None, :, None]
     c[4] = _U
     c[5] = (np.arange(layers)[None, :, None, None] * g.rows_per_layer
             + row0[:, None, :, None] + np.arange(rv))
@@ -270,8 +271,6 @@ class SvPlan:
 
 #: A field of the rows :func:`_rows` builds: one value for all, or one per row.
 _Field = np.ndarray | int
-#: The channel-mask bit of every channel.
-_BIT = np.array([channel_bit(c) for c in range(MASK_BITS)], dtype=np.int64)
 
 
 @dataclass(frozen=True, slots=True)
