@@ -17,6 +17,12 @@ front end (``CycleModel(frontend=...)``) is part of the key: a program costs dif
 under the shared and the per-channel one. Keys are
 SHA-256 digests of the canonical arrays. ``check`` re-simulates a random share of hits in full
 and raises :class:`CostMismatch` if anything differs: the test suite runs it on every hit.
+
+A miss can also be shortened exactly. A caller that will run a program again from another
+state (``run(..., again=True)``: the next query head of a GQA group, from the state the first
+left) has the miss traced (:class:`patton.sim.native.Trace`); the next miss of the same
+program follows that trace and stops where its run meets it, typically within the first
+thirtieth of the program. ``check`` re-simulates a share of those in full as well.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 from patton.sim.cycle_model import CycleModel, DeviceState, RunResult
 from patton.sim.isa import Cfr, Instruction
-from patton.sim.native import COLUMNS, Decoded
+from patton.sim.native import COLUMNS, Decoded, Trace
 from patton.sim.program import Program
 
 __all__ = ["CostCache", "CostMismatch"]
@@ -73,13 +79,19 @@ class CostCache:
         self.check = check
         self._rng = np.random.default_rng(seed)
         self._costs: OrderedDict[bytes, _Cost] = OrderedDict()
+        self._trace: Trace | None = None  # of the last miss run with ``again``
         self.hits = 0
+        self.followed = 0  # misses run following a trace (stopping where they meet it)
         self.misses = 0
         self.checked = 0
 
     def run(self, program: Program | Iterable[Instruction],
-            state: DeviceState | None = None) -> RunResult:
-        """Return the program's cost from ``state`` (default: reset), simulated or reused."""
+            state: DeviceState | None = None, *, again: bool = False) -> RunResult:
+        """Return the program's cost from ``state`` (default: reset), simulated or reused.
+
+        ``again``: the caller will run this program again from another state, so a miss is
+        traced for that run to follow (module docstring).
+        """
         columnar = program if isinstance(program, Program) else Program.of(list(program))
         dev = self.model.device
         state = DeviceState.reset(dev) if state is None else state
@@ -89,7 +101,18 @@ class CostCache:
         if cost is None:
             self.misses += 1
             if self.model.native:
-                result = self.model.run_decoded(columnar, decoded, state)
+                follow = self._trace if self._trace is not None and \
+                    self._trace.follows(decoded) else None
+                result = self.model.run_decoded(columnar, decoded, state,
+                                                trace=again and follow is None, follow=follow)
+                if result.trace is not None:
+                    self._trace = result.trace
+                if follow is not None:
+                    self.followed += 1
+                    if self.check and self._rng.random() < self.check:
+                        self.checked += 1
+                        self._compare(self.model.run(columnar, state), result,
+                                      len(columnar), "followed run's cost")
             else:
                 result = self.model.run(columnar, state)
             self._store(key, result, rows)
@@ -99,13 +122,15 @@ class CostCache:
         result = self._result(cost, rows, decoded)
         if self.check and self._rng.random() < self.check:
             self.checked += 1
-            full = self.model.run(columnar, state)
-            if (full.cycles, full.command_counts, full.bank_state_cycles, full.state) != \
-                    (result.cycles, result.command_counts, result.bank_state_cycles,
-                     result.state):
-                raise CostMismatch(f"cached cost {result.cycles} cycles, full simulation "
-                                   f"{full.cycles} (program of {len(columnar)} instructions)")
+            self._compare(self.model.run(columnar, state), result, len(columnar), "cached cost")
         return result
+
+    @staticmethod
+    def _compare(full: RunResult, result: RunResult, n: int, what: str) -> None:
+        if (full.cycles, full.command_counts, full.bank_state_cycles, full.state) != \
+                (result.cycles, result.command_counts, result.bank_state_cycles, result.state):
+            raise CostMismatch(f"{what} {result.cycles} cycles, full simulation "
+                               f"{full.cycles} (program of {n} instructions)")
 
     # -- keys ------------------------------------------------------------------------------
 

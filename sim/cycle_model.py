@@ -93,6 +93,7 @@ class RunResult:
     bank_state_cycles: dict[int, dict[str, int]]  # per channel: active, precharged, idle
     schedule: list[TimedCommand] | None = field(default=None, repr=False)  # if recorded
     state: DeviceState | None = field(default=None, repr=False)  # what the run left behind
+    trace: native.Trace | None = field(default=None, repr=False)  # if asked for (run_decoded)
 
     @property
     def commands(self) -> int:
@@ -193,12 +194,17 @@ class CycleModel:
                     state).result()
 
     def run_decoded(self, program: Program, decoded: native.Decoded,
-                    state: DeviceState) -> RunResult:
+                    state: DeviceState, *, trace: bool = False,
+                    follow: native.Trace | None = None) -> RunResult:
         """Like :meth:`run` on the kernel, for a caller that decoded ``program`` already (with
         ``state``'s CFRs and this device's channels): :class:`patton.sim.cost_cache.CostCache`.
+
+        ``trace`` returns the run's checkpoints in the result's ``trace``; ``follow`` (such a
+        trace of the same program) lets the run stop where it meets them and take the rest
+        from the traced run (:class:`patton.sim.native.Trace`: the result is the same).
         """
         _check_closed(np.asarray(program.op))
-        return _native(self, program, None, state, decoded)
+        return _native(self, program, None, state, decoded, trace=trace, follow=follow)
 
 
 def run(program: Iterable[Instruction], **options) -> RunResult:
@@ -666,7 +672,8 @@ class _Served:
 
 
 def _native(model: CycleModel, program: Program, listed: list[Instruction] | None,
-            state: DeviceState, decoded: native.Decoded | None = None) -> RunResult:
+            state: DeviceState, decoded: native.Decoded | None = None, *, trace: bool = False,
+            follow: native.Trace | None = None) -> RunResult:
     """Run ``program`` on the compiled kernel and build the Python model's result from it.
 
     ``listed`` is the program as instructions if it came so (the schedule's entries refer to
@@ -689,27 +696,33 @@ def _native(model: CycleModel, program: Program, listed: list[Instruction] | Non
         decoded = native.Decoded(program, {c: state.cfr[c] for c in Cfr}, dev.channels)
     out = native.run(decoded, dev, model.timing, _groups(starts, model.group),
                      state.open_rows, state.reg_mode, record=model.record, drain=model.drain,
-                     frontend=model.frontend, progress=report)
+                     frontend=model.frontend, progress=report, trace=trace, follow=follow)
     counts: dict[int, dict[str, int]] = {}
     states: dict[int, dict[str, int]] = {}
     rows: list[tuple[int, ...]] = [()] * dev.channels
     modes: list[bool] = [False] * dev.channels
-    names = [c.name for c in Command]
+    names = _COMMAND_NAMES
+    all_counts, all_stats = out.counts.tolist(), out.stats.tolist()
+    all_rows, all_modes = out.open_row.tolist(), out.reg_mode.tolist()
     for i, bits in enumerate(out.members):
-        named = {names[c]: int(n) for c, n in enumerate(out.counts[i]) if n}
-        active, precharged, idle = (int(x) for x in out.stats[i])
+        named = {names[c]: n for c, n in enumerate(all_counts[i]) if n}
+        active, precharged, idle = all_stats[i]
+        row, mode = tuple(all_rows[i]), bool(all_modes[i])
         for m in _bits(bits):
             if named:
                 counts[m] = dict(named)
             states[m] = {"active": active, "precharged": precharged, "idle": idle}
-            rows[m], modes[m] = tuple(int(r) for r in out.open_row[i]), bool(out.reg_mode[i])
+            rows[m], modes[m] = row, mode
     schedule = None
     if model.record:
         instructions = listed if listed is not None else program.to_instructions()
         schedule = _native_schedule(out, decoded, instructions, dev.channels)
     end = DeviceState(tuple(rows), tuple(modes), decoded.end_cfr)
     return RunResult(out.cycles, dict(sorted(counts.items())), dict(sorted(states.items())),
-                     schedule, end)
+                     schedule, end, out.trace)
+
+
+_COMMAND_NAMES = [c.name for c in Command]
 
 
 def _bits(mask: int) -> list[int]:

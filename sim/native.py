@@ -39,7 +39,7 @@ from patton.sim.isa import (
 from patton.sim.program import OP_ID, OPCODES, UNSET, Program
 from patton.sim.timing import TimingTable
 
-__all__ = ["KernelError", "KernelRun", "Decoded", "run", "library", "BUILD_ROOT",
+__all__ = ["KernelError", "KernelRun", "Decoded", "Trace", "run", "library", "BUILD_ROOT",
            "FRONTENDS"]
 
 SOURCE = Path(__file__).resolve().parent / "native" / "cycle_kernel.c"
@@ -49,11 +49,16 @@ BUILD_ROOT = Path(os.environ.get("PATTON_BUILD",
 #: Cycles without any change after which a run is reported stalled (no legal program waits
 #: more than a few hundred cycles for a timing rule or a completion).
 STALL_LIMIT = 1 << 20
+#: Where a traced run takes its checkpoints (:class:`Trace`), as shares of its instructions:
+#: close together at first, where two runs of a program from different rows meet (after the
+#: first row each bank opens), since each costs a copy of the whole state.
+CHECKPOINTS = (1 / 64, 1 / 32, 1 / 16, 1 / 8, 1 / 4, 1 / 2)
 
 _OP_NONE, _OP_CFR, _OP_SYNC, _OP_DRAM = range(4)
 #: The kernel's front ends, by the index it takes (``CycleModel(frontend=...)``).
 FRONTENDS = ("shared", "per_channel")
 _KIND_AIM, _KIND_READ, _KIND_WRITE = range(3)
+_CONVERGED = 1
 _ERRORS = {-1: "out of memory", -2: "stalled: no controller can make progress"}
 
 
@@ -87,6 +92,15 @@ class _Program(ctypes.Structure):
 class _Start(ctypes.Structure):
     _fields_ = [("groups", ctypes.c_int64), ("members", _u64p), ("open_row", _i64p),
                 ("reg_mode", _i64p)]
+
+
+class _Trace(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_int64) for n in ("mode", "cap")] + [("at_head", _i64p),
+                                                                 ("n", ctypes.c_int64)] + \
+               [(n, _i64p) for n in ("cycle", "index", "counts", "stats", "offset")] + \
+               [("state", ctypes.c_void_p), ("state_cap", ctypes.c_int64),
+                ("matched", ctypes.c_int64), ("at", ctypes.c_int64),
+                ("now_counts", _i64p), ("now_stats", _i64p)]
 
 
 RECORD_FIELDS = ("cycle", "members", "command", "bank", "row", "col", "pos", "index", "final")
@@ -144,7 +158,8 @@ def library() -> ctypes.CDLL:
                 raise KernelError(f"loading the cycle kernel {target} failed: {exc}") from None
             lib.aim_run.restype = ctypes.c_int64
             lib.aim_run.argtypes = [ctypes.POINTER(_Config), ctypes.POINTER(_Program),
-                                    ctypes.POINTER(_Start), ctypes.POINTER(_Result), _PROGRESS]
+                                    ctypes.POINTER(_Start), ctypes.POINTER(_Result), _PROGRESS,
+                                    ctypes.POINTER(_Trace)]
             lib.aim_free.restype = None
             lib.aim_free.argtypes = [ctypes.c_void_p]
             _library = lib
@@ -184,6 +199,8 @@ class _Tables:
         self.bank_preq = flags(lambda c: c in BANK_ROW_COMMANDS)
         self.all_rows_preq = flags(lambda c: c in ALL_ROWS_COMMANDS)
         self.device = device
+        if (self.after_gap < 0).any():  # the kernel's checkpoints rely on it (``ahead``)
+            raise KernelError("a timing rule with a negative gap")
 
     def config(self, record: bool, drain: bool, frontend: str) -> _Config:
         dev = self.device
@@ -223,6 +240,78 @@ class KernelRun:
     open_row: np.ndarray  # (controllers, banks): open row or -1
     reg_mode: np.ndarray  # (controllers,): register mode at the end
     records: np.ndarray | None  # (issues, len(RECORD_FIELDS)) if recorded
+    trace: Trace | None = None  # if asked for: the run's checkpoints, to follow
+    followed: bool = False  # True if the run stopped at a checkpoint of the trace it followed
+
+
+class Trace:
+    """A run's checkpoints, so that a later run of the same program from another start can
+    stop as soon as it is in the same state, and take the rest from this one.
+
+    From a checkpoint on, two runs of one program in the same state (every controller's rows,
+    modes, timing windows and requests, the front end's position; times relative to the
+    checkpoint's cycle: ``cycle_kernel.c``, ``state_of``) issue the same commands at the same
+    distance from it. So a run that meets checkpoint ``j`` of the traced run at cycle ``k2``
+    (the traced run was there at ``k1``) ends at ``cycles + k2 - k1`` in the traced run's end
+    state, with per channel the counts and statistics it had at ``k2`` plus what the traced
+    run added after ``k1``. Equality is decided on the whole state, word for word, not on a
+    digest. Decode steps run a program once per query head of a GQA group (the second from
+    the state the first left), and the two runs meet within the first few checkpoints.
+    """
+
+    def __init__(self, decoded: Decoded, key: tuple, channels: int, commands: int) -> None:
+        self.decoded = decoded
+        self.key = key  # device, timing, front end and drain of the traced run
+        self.at_head = np.unique(np.maximum(1, (np.array(CHECKPOINTS) * decoded.n).astype(
+            np.int64)))
+        cap = len(self.at_head)
+        self.cycle = np.zeros(cap, dtype=np.int64)
+        self.index = np.zeros(cap, dtype=np.int64)
+        self.counts = np.zeros((cap, channels, commands), dtype=np.int64)
+        self.stats = np.zeros((cap, channels, 3), dtype=np.int64)
+        self.offset = np.zeros(cap + 1, dtype=np.int64)
+        self.now_counts = np.zeros((channels, commands), dtype=np.int64)
+        self.now_stats = np.zeros((channels, 3), dtype=np.int64)
+        self.struct = _Trace(1, cap, _ptr(self.at_head), 0, _ptr(self.cycle), _ptr(self.index),
+                             _ptr(self.counts), _ptr(self.stats), _ptr(self.offset), None, 0,
+                             -1, 0, _ptr(self.now_counts), _ptr(self.now_stats))
+        self.end: KernelRun | None = None  # the traced run's result, one "controller" a channel
+        self._lib = library()
+
+    def __del__(self) -> None:
+        if self.struct.state:
+            self._lib.aim_free(self.struct.state)
+            self.struct.state = None
+
+    def follows(self, decoded: Decoded) -> bool:
+        """True if ``decoded`` is the traced program (the same arrays)."""
+        d = self.decoded
+        return d is decoded or (d.n == decoded.n and np.array_equal(d.targets, decoded.targets)
+                                and all(np.array_equal(getattr(d, c), getattr(decoded, c))
+                                        for c in COLUMNS))
+
+    def rest(self, cycles_at: int) -> KernelRun:
+        """The followed run's result, stopped at checkpoint ``struct.matched`` at cycle
+        ``cycles_at``."""
+        assert self.end is not None
+        e = int(self.struct.matched)
+        end = self.end
+        shift = cycles_at - int(self.cycle[e])
+        return KernelRun(end.cycles + shift, end.members,
+                         self.now_counts + end.counts - self.counts[e],
+                         self.now_stats + end.stats - self.stats[e], end.open_row, end.reg_mode,
+                         None, followed=True)
+
+
+def _per_channel(out: KernelRun, channels: int) -> KernelRun:
+    """``out`` with one controller per channel, in channel order."""
+    where = np.zeros(channels, dtype=np.intp)
+    for i, bits in enumerate(out.members):
+        for c in range(channels):
+            if bits >> c & 1:
+                where[c] = i
+    return KernelRun(out.cycles, [1 << c for c in range(channels)], out.counts[where],
+                     out.stats[where], out.open_row[where], out.reg_mode[where], None)
 
 
 #: The kernel's per-instruction arrays, in :class:`_Program` order (``targets`` apart).
@@ -333,18 +422,34 @@ class Decoded:
 def run(decoded: Decoded, device: Device, timing: TimingTable, groups: list[list[int]],
         open_rows: Sequence[Sequence[int]], reg_mode: Sequence[bool], *, record: bool,
         drain: bool, frontend: str = "shared",
-        progress: Callable[[int, int], None] | None = None) -> KernelRun:
+        progress: Callable[[int, int], None] | None = None, trace: bool = False,
+        follow: Trace | None = None) -> KernelRun:
     """Simulate a decoded program (validated, ending with EOC) from the given start.
 
     ``groups`` are the channel groups that start alike, in order of their lowest channel;
     ``frontend`` is one of :data:`FRONTENDS` (:class:`patton.sim.cycle_model.CycleModel`);
-    ``progress(retired, cycle)`` is called every 2^20 cycles.
+    ``progress(retired, cycle)`` is called every 2^20 cycles. ``trace`` returns the run's
+    :class:`Trace` with it; ``follow`` (a trace of this program under the same settings) lets
+    the run stop where it meets it (the result is exact either way).
     """
     if frontend not in FRONTENDS:
         raise ValueError(f"unknown front end {frontend!r} (choices: {', '.join(FRONTENDS)})")
     if device.channels > 64:
         raise KernelError(f"the kernel simulates at most 64 channels, not {device.channels}")
     lib = library()
+    traced = None
+    if trace or follow is not None:
+        if record:
+            raise ValueError("a traced or following run records no schedule")
+        key = (device, timing.fingerprint(), frontend, drain)
+        if follow is not None and (follow.key != key or not follow.follows(decoded)):
+            raise ValueError("a run follows only a trace of the same program and settings")
+        if trace:
+            traced = Trace(decoded, key, device.channels, len(Command))
+    checkpoints = traced.struct if traced is not None else \
+        follow.struct if follow is not None else None
+    if follow is not None:
+        follow.struct.mode = 2
     config = _tables_for(device, timing).config(record, drain, frontend)
     prog = _Program(decoded.n, *(_ptr(getattr(decoded, n)) for n in COLUMNS[:6]),
                     _ptr(decoded.targets, _u64p),
@@ -363,7 +468,8 @@ def run(decoded: Decoded, device: Device, timing: TimingTable, groups: list[list
                      _ptr(out_rows), _ptr(out_modes), None, 0)
     callback = _PROGRESS(progress) if progress is not None else _PROGRESS()
     status = lib.aim_run(ctypes.byref(config), ctypes.byref(prog), ctypes.byref(start),
-                         ctypes.byref(result), callback)
+                         ctypes.byref(result), callback,
+                         ctypes.byref(checkpoints) if checkpoints is not None else None)
     records = None
     try:
         if result.n_records:
@@ -375,10 +481,18 @@ def run(decoded: Decoded, device: Device, timing: TimingTable, groups: list[list
     finally:
         if result.records:
             lib.aim_free(result.records)
+    if status == _CONVERGED:
+        assert follow is not None
+        return follow.rest(int(result.cycles))
     if status != 0:
         raise KernelError(f"cycle kernel {_ERRORS.get(status, f'error {status}')} at cycle "
                           f"{result.cycles} (instruction {result.retired} of {decoded.n}; "
                           "please report this program)")
     k = result.controllers
-    return KernelRun(result.cycles, [int(m) for m in out_members[:k]], out_counts[:k],
-                     out_stats[:k], out_rows[:k], out_modes[:k], records)
+    out = KernelRun(result.cycles, [int(m) for m in out_members[:k]], out_counts[:k],
+                    out_stats[:k], out_rows[:k], out_modes[:k], records)
+    if traced is None:
+        return out
+    traced.end = _per_channel(out, device.channels)
+    return KernelRun(out.cycles, out.members, out.counts, out.stats, out.open_row,
+                     out.reg_mode, records, trace=traced)

@@ -25,8 +25,9 @@ typedef uint64_t u64;
 enum { KIND_AIM = 0, KIND_READ = 1, KIND_WRITE = 2 };
 enum { OP_NONE = 0, OP_CFR = 1, OP_SYNC = 2, OP_DRAM = 3 };  /* instruction classes */
 enum { CAPACITY = 32 };                                      /* a buffer accepts at <= 32 */
-enum { OK = 0, ERR_MEMORY = -1, ERR_STALL = -2 };
+enum { OK = 0, CONVERGED = 1, ERR_MEMORY = -1, ERR_STALL = -2 };
 #define NEVER ((i64)1 << 62)
+#define MIXED ((i64)-2) /* open banks on different rows (rows are >= 0) */
 
 /* Device, timing and command classes (filled by sim/native.py). */
 typedef struct {
@@ -72,6 +73,27 @@ typedef struct {
 
 typedef void (*progress_fn)(i64 retired, i64 cycle);
 
+/* Checkpoints of a run, to stop a later run of the same program once it is in the same state
+ * (native.Trace). Checkpoint ``j`` is taken at the start of the first memory-system cycle in
+ * which the head has passed ``at_head[j - 1]`` instructions (and not ``at_head[j]``): every
+ * controller's statistics
+ * accounted up to that cycle, its per-channel counts and statistics, and the run's state in a
+ * canonical form (``state_of``) with every time relative to that cycle. ``mode`` 1 records
+ * them; ``mode`` 2 compares each of its own with the recorded one of the same index and, on
+ * the first that is equal, stops (CONVERGED) with its counts and statistics in ``now_*``. */
+typedef struct {
+    i64 mode, cap;           /* cap: checkpoints the arrays hold */
+    const i64 *at_head;      /* [cap] ascending head positions */
+    i64 n;                   /* checkpoints recorded */
+    i64 *cycle, *index;      /* [cap] */
+    i64 *counts, *stats;     /* [cap][channels][commands], [cap][channels][3] */
+    i64 *offset;             /* [cap + 1] into ``state`` */
+    i64 *state;              /* malloc'd here (record); release with aim_free */
+    i64 state_cap;
+    i64 matched, at;         /* match: the checkpoint matched (-1: none) and the cycle */
+    i64 *now_counts, *now_stats; /* [channels][commands], [channels][3] */
+} trace_t;
+
 typedef struct {
     int kind, final, bank, bg, command, reg_mode, callback, reader, sync;
     i64 row, col, arrive, depart, pos, index;
@@ -85,6 +107,8 @@ typedef struct {
     i64 nmembers;
     i64 *ch_ready, *bg_ready, *bank_ready, *open_row, *counts;
     u64 open_mask, reported_open;
+    i64 same_row;   /* with open_mask: the row every open bank is on, or MIXED */
+    i64 writes_due; /* the earliest depart in pending_writes (NEVER if empty) */
     int reg_mode, write_mode;
     list_t aim, reads, writes, active, pending_reads, pending_writes, remaining, free;
     req_t *pool;
@@ -102,6 +126,7 @@ typedef struct {
     const program_t *prog;
     ctl_t *ctls;
     i64 nctl;
+    i64 owner[64]; /* the controller of each channel (the shared DMA's splits keep it) */
     u64 busy;    /* bit i: controller i holds work or refused sends (it must be ticked) */
     i64 head;    /* the instruction at the queue's head */
     i64 stalled; /* callbacks the blocking head still waits for */
@@ -184,6 +209,7 @@ static int ctl_init(ctl_t *c, const config_t *cfg, u64 members) {
     c->bank_ready = zeros(cfg->banks * cfg->commands, -1);
     c->open_row = zeros(cfg->banks, -1);
     c->counts = zeros(cfg->commands, 0);
+    c->writes_due = NEVER;
     return c->ch_ready && c->bg_ready && c->bank_ready && c->open_row && c->counts;
 }
 
@@ -267,6 +293,17 @@ static void ctl_count_cycle(ctl_t *c, i64 clk, int found) {
     c->clk = clk;
 }
 
+/* Recompute ``same_row`` from the open rows (start states and PREs of a mixed set). */
+static void same_row_of(ctl_t *c, const config_t *cfg) {
+    c->same_row = -1;
+    for (i64 b = 0; b < cfg->banks; b++) {
+        i64 row = c->open_row[b];
+        if (row < 0) continue;
+        if (c->same_row < 0) c->same_row = row;
+        else if (c->same_row != row) { c->same_row = MIXED; return; }
+    }
+}
+
 /* ChannelController.ready_at: the earliest clock every timing rule allows ``command``. */
 static inline i64 ready_at(const ctl_t *c, const config_t *cfg, i64 command, const req_t *r) {
     i64 t = c->ch_ready[command];
@@ -289,8 +326,7 @@ static inline i64 preq(const ctl_t *c, const config_t *cfg, const req_t *r) {
     }
     if (cfg->all_rows_preq[final]) {
         if (!c->open_mask) return cfg->act16;
-        for (i64 b = 0; b < cfg->banks; b++)
-            if (c->open_row[b] >= 0 && c->open_row[b] != r->row) return cfg->prea;
+        if (c->same_row != r->row) return cfg->prea; /* an open bank on another row */
         if (c->open_mask != ((u64)1 << cfg->banks) - 1) return cfg->act16;
         return final;
     }
@@ -339,15 +375,19 @@ static int ctl_issue(run_t *run, ctl_t *c, i64 command, const req_t *r, i64 clk)
     u64 full = ((u64)1 << cfg->banks) - 1;
     if (command == cfg->act) {
         c->open_row[r->bank] = r->row;
+        if (!c->open_mask) c->same_row = r->row;
+        else if (c->same_row != r->row) c->same_row = MIXED;
         c->open_mask |= (u64)1 << r->bank;
         c->reported_open |= (u64)1 << (r->bank % cfg->banks_per_group);
     } else if (command == cfg->pre) {
         c->open_row[r->bank] = -1;
         c->open_mask &= ~((u64)1 << r->bank);
         c->reported_open &= ~((u64)1 << (r->bank % cfg->banks_per_group));
+        if (c->same_row == MIXED) same_row_of(c, cfg); /* the rest may now agree */
     } else if (command == cfg->act16) {
         for (i64 b = 0; b < cfg->banks; b++) c->open_row[b] = r->row;
         c->open_mask = c->reported_open = full;
+        c->same_row = r->row;
     } else if (command == cfg->prea || command == cfg->wra16) {
         for (i64 b = 0; b < cfg->banks; b++) c->open_row[b] = -1;
         c->open_mask = c->reported_open = 0;
@@ -462,14 +502,20 @@ static int ctl_tick(run_t *run, ctl_t *c, i64 clk) {
             changed = 1;
         }
     }
-    if (list_len(&c->pending_writes)) {
+    if (c->writes_due <= clk) {
         list_t *l = &c->pending_writes;
-        i64 kept = l->start;
+        i64 kept = l->start, due = NEVER;
         for (i64 i = l->start; i < l->n; i++) {
             int32_t slot = l->v[i];
-            if (c->pool[slot].depart > clk) l->v[kept++] = slot;
-            else release(c, slot, run);
+            i64 t = c->pool[slot].depart;
+            if (t > clk) {
+                l->v[kept++] = slot;
+                if (t < due) due = t;
+            } else {
+                release(c, slot, run);
+            }
         }
+        c->writes_due = due;
         if (kept != l->n) {
             l->n = kept;
             if (l->start == l->n) l->start = l->n = 0;
@@ -525,6 +571,7 @@ static int ctl_tick(run_t *run, ctl_t *c, i64 clk) {
             r->depart = clk + cfg->latency[command];
             if (!list_push(r->reader ? &c->pending_reads : &c->pending_writes, slot))
                 run->failed = ERR_MEMORY;
+            if (!r->reader && r->depart < c->writes_due) c->writes_due = r->depart;
             if (from_aim) list_pop_front(&c->aim);
             else list_remove(buffer, slot);
         } else if (r->kind != KIND_AIM && cfg->opening[command]) {
@@ -549,10 +596,7 @@ static i64 plan(const ctl_t *c, const config_t *cfg, i64 clk) {
         const req_t *head = &c->pool[list_at(&c->pending_reads, 0)];
         if (head->depart > clk) nxt = head->depart;
     }
-    for (i64 i = 0; i < list_len(&c->pending_writes); i++) {
-        i64 t = c->pool[list_at(&c->pending_writes, i)].depart;
-        if (t < nxt) nxt = t;
-    }
+    if (c->writes_due < nxt) nxt = c->writes_due;
     const list_t *lists[3] = {&c->active, &c->reads, &c->writes};
     for (int l = 0; l < 3; l++) {
         for (i64 i = 0; i < list_len(lists[l]); i++) {
@@ -573,6 +617,12 @@ static i64 plan(const ctl_t *c, const config_t *cfg, i64 clk) {
 /* -- the DMA -------------------------------------------------------------------------------- */
 
 
+/* Note each channel's controller. */
+static void own(run_t *run) {
+    for (i64 i = 0; i < run->nctl; i++)
+        for (u64 m = run->ctls[i].members; m; m &= m - 1) run->owner[lowest(m)] = i;
+}
+
 /* Keep the controllers ordered by their lowest channel after splits (insertion sort: few
  * moves), and the busy bits with them. */
 static void reorder(run_t *run) {
@@ -590,17 +640,18 @@ static void reorder(run_t *run) {
         ctl_t *c = &run->ctls[i];
         if (ctl_holding(c) || list_len(&c->remaining)) run->busy |= (u64)1 << i;
     }
+    own(run);
 }
 
 /* The controllers for ``targets``, splitting partly targeted groups (_Run._targets). */
 static int targets_of(run_t *run, u64 targets, i64 *out, i64 *nout) {
-    i64 n = run->nctl;
+    u64 hit = 0; /* bit i: controller i holds a targeted channel */
     int split = 0;
     *nout = 0;
-    for (i64 i = 0; i < n; i++) {
-        ctl_t *c = &run->ctls[i];
+    for (u64 m = targets; m; m &= m - 1) hit |= (u64)1 << run->owner[lowest(m)];
+    for (u64 h = hit; h; h &= h - 1) {
+        ctl_t *c = &run->ctls[lowest(h)];
         u64 inside = c->members & targets;
-        if (!inside) continue;
         if (inside != c->members) {
             ctl_t *part = &run->ctls[run->nctl];
             if (!ctl_clone(part, c, run->cfg)) return 0;
@@ -612,9 +663,12 @@ static int targets_of(run_t *run, u64 targets, i64 *out, i64 *nout) {
             split = 1;
         }
     }
-    if (split) reorder(run);
-    for (i64 i = 0; i < run->nctl; i++)
-        if (run->ctls[i].members & targets) out[(*nout)++] = i;
+    if (split) {
+        reorder(run);
+        hit = 0;
+        for (u64 m = targets; m; m &= m - 1) hit |= (u64)1 << run->owner[lowest(m)];
+    }
+    for (u64 h = hit; h; h &= h - 1) out[(*nout)++] = lowest(h);
     return 1;
 }
 
@@ -851,10 +905,122 @@ static int dma(run_t *run, i64 k) {
     return progress;
 }
 
+/* -- checkpoints ---------------------------------------------------------------------------- */
+
+typedef struct { i64 *v; i64 n, cap; int failed; } buf_t;
+
+static inline void put(buf_t *b, i64 x) {
+    if (b->n == b->cap) {
+        i64 cap = b->cap ? 2 * b->cap : 4096;
+        i64 *v = realloc(b->v, (size_t)cap * sizeof *v);
+        if (!v) { b->failed = 1; return; }
+        b->v = v;
+        b->cap = cap;
+    }
+    b->v[b->n++] = x;
+}
+
+/* A time as the run from cycle ``k`` on sees it: a ready, depart or wake time at or before
+ * the next tick (``k + 1``) acts as that tick (rule gaps are >= 0, checked in native.py). */
+static inline i64 ahead(i64 t, i64 k) { return t > k + 1 ? t - k - 1 : 0; }
+
+static void put_list(buf_t *b, const ctl_t *c, const list_t *l, i64 k) {
+    put(b, list_len(l));
+    for (i64 i = 0; i < list_len(l); i++) {
+        const req_t *r = &c->pool[list_at(l, i)];
+        put(b, r->kind); put(b, r->final); put(b, r->bank); put(b, r->row); put(b, r->col);
+        put(b, r->reg_mode); put(b, r->callback); put(b, r->reader); put(b, r->sync);
+        put(b, r->pos); put(b, r->index);
+        put(b, r->arrive < 0 ? -1 : r->arrive - k);  /* only ordered against each other */
+        put(b, r->depart < 0 ? -1 : ahead(r->depart, k));
+    }
+}
+
+/* What the rest of the run depends on, per channel (so the grouping of channels into
+ * controllers, which only saves work, does not enter): its controller's rows (and the bank
+ * groups it reports open, which the statistics follow), modes, timing windows and requests,
+ * and the front end's position. Counts and statistics (outputs) and the ticks a controller
+ * may skip (``wake``: skipping them is exact) are left out. */
+static void state_of(const run_t *run, i64 k, buf_t *b) {
+    const config_t *cfg = run->cfg;
+    put(b, run->head); put(b, run->stalled); put(b, run->arrived); put(b, run->callbacks);
+    put(b, run->due); put(b, run->finished);
+    for (i64 ch = 0; ch < cfg->channels; ch++) {
+        const ctl_t *c = NULL;
+        i64 i = 0;
+        for (; i < run->nctl; i++)
+            if (run->ctls[i].members >> ch & 1) { c = &run->ctls[i]; break; }
+        if (!c) { put(b, -1); continue; }
+        int busy = (int)(run->busy >> i & 1);
+        put(b, c->reg_mode); put(b, c->write_mode); put(b, (i64)c->reported_open); put(b, busy);
+        put(b, busy ? 0 : k > c->idle_since);  /* a send now or later sets the write mode */
+        put(b, c->head); put(b, c->waiting);
+        for (i64 j = 0; j < cfg->banks; j++) put(b, c->open_row[j]);
+        for (i64 j = 0; j < cfg->commands; j++) put(b, ahead(c->ch_ready[j], k));
+        for (i64 j = 0; j < cfg->bankgroups * cfg->commands; j++)
+            put(b, ahead(c->bg_ready[j], k));
+        for (i64 j = 0; j < cfg->banks * cfg->commands; j++)
+            put(b, ahead(c->bank_ready[j], k));
+        const list_t *lists[] = {&c->aim, &c->reads, &c->writes, &c->active,
+                                 &c->pending_reads, &c->pending_writes, &c->remaining};
+        for (size_t l = 0; l < sizeof lists / sizeof *lists; l++) put_list(b, c, lists[l], k);
+    }
+}
+
+/* Per-channel counts and statistics, every controller accounted up to cycle ``k``. */
+static void outputs_of(run_t *run, i64 k, i64 *counts, i64 *stats) {
+    const config_t *cfg = run->cfg;
+    for (i64 i = 0; i < run->nctl; i++) {
+        ctl_t *c = &run->ctls[i];
+        ctl_account(c, k);
+        for (u64 m = c->members; m; m &= m - 1) {
+            int ch = lowest(m);
+            memcpy(counts + ch * cfg->commands, c->counts, (size_t)cfg->commands * sizeof(i64));
+            stats[3 * ch] = c->active_cycles;
+            stats[3 * ch + 1] = c->precharged_cycles;
+            stats[3 * ch + 2] = c->idle_cycles;
+        }
+    }
+}
+
+/* Take checkpoint ``j`` at the start of cycle ``k``; return 1 if a match stops the run. */
+static int checkpoint(run_t *run, trace_t *t, i64 j, i64 k, buf_t *scratch) {
+    const config_t *cfg = run->cfg;
+    i64 per = cfg->channels * cfg->commands, per_stats = cfg->channels * 3;
+    if (t->mode == 1) {
+        if (t->n == t->cap) return 0;
+        buf_t b = {t->state, t->offset[t->n], t->state_cap, 0};
+        state_of(run, k, &b);
+        t->state = b.v;
+        t->state_cap = b.cap;
+        if (b.failed) { run->failed = ERR_MEMORY; return 0; }
+        outputs_of(run, k, t->counts + t->n * per, t->stats + t->n * per_stats);
+        t->cycle[t->n] = k;
+        t->index[t->n] = j;
+        t->offset[t->n + 1] = b.n;
+        t->n += 1;
+        return 0;
+    }
+    i64 e = 0;
+    while (e < t->n && t->index[e] < j) e++;
+    if (e == t->n || t->index[e] != j) return 0;
+    scratch->n = 0;
+    state_of(run, k, scratch);
+    if (scratch->failed) { run->failed = ERR_MEMORY; return 0; }
+    i64 len = t->offset[e + 1] - t->offset[e];
+    if (scratch->n != len
+        || memcmp(scratch->v, t->state + t->offset[e], (size_t)len * sizeof(i64)))
+        return 0;
+    outputs_of(run, k, t->now_counts, t->now_stats);
+    t->matched = e;
+    t->at = k;
+    return 1;
+}
+
 /* -- the run -------------------------------------------------------------------------------- */
 
 i64 aim_run(const config_t *cfg, const program_t *prog, const start_t *start, result_t *res,
-            progress_fn progress) {
+            progress_fn progress, trace_t *trace) {
     run_t run;
     memset(&run, 0, sizeof run);
     run.cfg = cfg;
@@ -863,6 +1029,7 @@ i64 aim_run(const config_t *cfg, const program_t *prog, const start_t *start, re
     run.ctls = calloc((size_t)cfg->channels, sizeof *run.ctls);
     if (!run.ctls) return ERR_MEMORY;
     i64 status = OK, k = 0, clk = 0;
+    buf_t scratch = {NULL, 0, 0, 0}; /* a matching run's state at its checkpoints */
     for (i64 g = 0; g < start->groups; g++) {
         ctl_t *c = &run.ctls[run.nctl++];
         if (!ctl_init(c, cfg, start->members[g])) { status = ERR_MEMORY; goto done; }
@@ -875,13 +1042,22 @@ i64 aim_run(const config_t *cfg, const program_t *prog, const start_t *start, re
                 c->reported_open |= (u64)1 << (b % cfg->banks_per_group);
             }
         }
+        same_row_of(c, cfg);
         c->reg_mode = (int)start->reg_mode[first];
     }
+    own(&run);
     i64 next_progress = (i64)1 << 20;
+    i64 passed = 0; /* the last checkpoint index taken */
+    if (trace) trace->matched = -1;
     for (;;) {
         if (progress && k >= next_progress) {
             progress(run.head, k);
             next_progress = k + ((i64)1 << 20);
+        }
+        if (trace && passed < trace->cap && run.head >= trace->at_head[passed]) {
+            while (passed < trace->cap && run.head >= trace->at_head[passed]) passed++;
+            if (checkpoint(&run, trace, passed, k, &scratch)) { status = CONVERGED; break; }
+            if (run.failed) { status = run.failed; goto done; }
         }
         int changed = cfg->frontend ? dma_each(&run, k) : dma(&run, k);
         if (changed) run.last_change = k;
@@ -927,6 +1103,7 @@ i64 aim_run(const config_t *cfg, const program_t *prog, const start_t *start, re
         }
         if (k - run.last_change > cfg->stall_limit) { status = ERR_STALL; goto done; }
     }
+    if (status == CONVERGED) clk = k; /* the run stops at the checkpoint's cycle */
     for (i64 i = 0; i < run.nctl; i++) ctl_account(&run.ctls[i], clk);
     res->cycles = clk;
     res->controllers = run.nctl;
@@ -941,10 +1118,11 @@ i64 aim_run(const config_t *cfg, const program_t *prog, const start_t *start, re
         res->reg_mode[i] = c->reg_mode;
     }
 done:
+    free(scratch.v);
     res->retired = run.head;
     res->records = run.records;
     res->n_records = run.n_records;
-    if (status != OK) res->cycles = k;
+    if (status != OK && status != CONVERGED) res->cycles = k;
     for (i64 i = 0; i < run.nctl; i++) ctl_release(&run.ctls[i]);
     free(run.ctls);
     return status;
