@@ -437,6 +437,25 @@ static int32_t best(ctl_t *c, const config_t *cfg, const list_t *buffer, i64 clk
     return b;
 }
 
+/* ``best`` for the read or write buffer, which holds its requests in order of arrival (sends
+ * come in cycle order, and removals keep the order): the oldest ready one is the first ready
+ * one, and if none is ready, the oldest is the first. Only the chosen one's ``command`` is set
+ * (no other is read before the next tick sets it again). */
+static int32_t best_arrived(ctl_t *c, const config_t *cfg, const list_t *buffer, i64 clk,
+                            int *ready) {
+    for (i64 i = 0; i < list_len(buffer); i++) {
+        int32_t slot = list_at(buffer, i);
+        req_t *r = &c->pool[slot];
+        r->command = (int)preq(c, cfg, r);
+        if (clk >= ready_at(c, cfg, r->command, r)) { *ready = 1; return slot; }
+    }
+    int32_t first = list_at(buffer, 0);
+    req_t *r = &c->pool[first];
+    r->command = (int)preq(c, cfg, r);
+    *ready = 0;
+    return first;
+}
+
 /* ChannelController._set_write_mode (watermarks 0.8 and 0.2 of the capacity) */
 static void set_write_mode(ctl_t *c) {
     i64 writes = list_len(&c->writes);
@@ -548,7 +567,7 @@ static int ctl_tick(run_t *run, ctl_t *c, i64 clk) {
             set_write_mode(c);
             buffer = c->write_mode ? &c->writes : &c->reads;
             from_aim = 0;
-            if (list_len(buffer)) slot = best(c, cfg, buffer, clk, &found);
+            if (list_len(buffer)) slot = best_arrived(c, cfg, buffer, clk, &found);
         }
     }
     if (found && cfg->closing[c->pool[slot].command]) {
@@ -931,7 +950,7 @@ static void put_list(buf_t *b, const ctl_t *c, const list_t *l, i64 k) {
         put(b, r->kind); put(b, r->final); put(b, r->bank); put(b, r->row); put(b, r->col);
         put(b, r->reg_mode); put(b, r->callback); put(b, r->reader); put(b, r->sync);
         put(b, r->pos); put(b, r->index);
-        put(b, r->arrive < 0 ? -1 : r->arrive - k);  /* only ordered against each other */
+        put(b, r->arrive < 0 ? NEVER : r->arrive - k); /* only ordered against each other */
         put(b, r->depart < 0 ? -1 : ahead(r->depart, k));
     }
 }
