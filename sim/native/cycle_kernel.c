@@ -126,7 +126,7 @@ typedef struct {
     const program_t *prog;
     ctl_t *ctls;
     i64 nctl;
-    i64 owner[64]; /* the controller of each channel (the shared DMA's splits keep it) */
+    i64 owner[64]; /* the controller of each channel (reorder keeps it, after any split) */
     u64 busy;    /* bit i: controller i holds work or refused sends (it must be ticked) */
     i64 head;    /* the instruction at the queue's head */
     i64 stalled; /* callbacks the blocking head still waits for */
@@ -965,11 +965,8 @@ static void state_of(const run_t *run, i64 k, buf_t *b) {
     put(b, run->head); put(b, run->stalled); put(b, run->arrived); put(b, run->callbacks);
     put(b, run->due); put(b, run->finished);
     for (i64 ch = 0; ch < cfg->channels; ch++) {
-        const ctl_t *c = NULL;
-        i64 i = 0;
-        for (; i < run->nctl; i++)
-            if (run->ctls[i].members >> ch & 1) { c = &run->ctls[i]; break; }
-        if (!c) { put(b, -1); continue; }
+        i64 i = run->owner[ch];
+        const ctl_t *c = &run->ctls[i];
         int busy = (int)(run->busy >> i & 1);
         put(b, c->reg_mode); put(b, c->write_mode); put(b, (i64)c->reported_open); put(b, busy);
         put(b, busy ? 0 : k > c->idle_since);  /* a send now or later sets the write mode */
