@@ -14,6 +14,10 @@ models, ratios as plain numbers, reductions and hit rates as fractions), then pe
   reductions ``1 - g`` where ``g`` is the geometric mean over the models of PATTON's cost over
   the other's; the Value-write speedup is the geometric mean of wo-CZ's Value-write seconds
   over PATTON's.
+* Both give, per model, ``energy_components``: each runtime's attention energy (the four PIM
+  parts) split by the energy model's components (activations, reads, writes, MACs, I/O,
+  controller, global buffer, standby), as fractions of PATTON's attention energy; absent when
+  a result does not split its energy (``energy_components_joules``).
 * **Fig. 9**: hit rates per load and runtime; ``pressure_live_tokens`` the most live context
   tokens the GPU reference's pressure run held (the workload's, under vLLM's own cache).
 * **micro**: the activation ratio of single-token Value writes without the Commit Zone (the
@@ -86,6 +90,24 @@ def _split(cost: dict[str, Any], unit: str) -> dict[str, float]:
     return out
 
 
+def _components(runs: dict[str, dict[str, Any]], order: Sequence[str]
+                ) -> dict[str, dict[str, float | None]] | None:
+    """Every runtime's attention energy by component over PATTON's attention energy (None
+    when a run does not split its energy)."""
+    split: dict[str, dict[str, float]] = {}
+    for r in order:
+        parts = runs[r]["parts"]
+        if any("energy_components_joules" not in parts[p] for p in PARTS):
+            return None
+        total: dict[str, float] = {}
+        for p in PARTS:
+            for name, j in parts[p]["energy_components_joules"].items():
+                total[name] = total.get(name, 0.0) + float(j)
+        split[r] = total
+    base = sum(split["patton"].values())
+    return {r: {name: ratio(j, base) for name, j in comps.items()} for r, comps in split.items()}
+
+
 def _need(costs: dict[str, dict[str, Any]], model: str, runtimes: Iterable[str],
           figure: str) -> None:
     missing = [r for r in runtimes if r not in costs]
@@ -127,6 +149,9 @@ def fig7(pairs: Pairs, models: Sequence[str], frontend: str = "shared") -> dict[
                 detail["energy_gain"][r] = ratio(en, en_p)
                 speed[r].append(detail["speedup"][r])
                 gain[r].append(detail["energy_gain"][r])
+        components = _components(runs, ("patton", *BASELINES))
+        if components is not None:
+            detail["energy_components"] = components
         per_model[m] = detail
     speedup = {b: geomean(speed[b]) for b in BASELINES}
     energy_gain = {b: geomean(gain[b]) for b in BASELINES}
@@ -166,6 +191,9 @@ def fig8(pairs: Pairs, models: Sequence[str]) -> dict[str, Any]:
                                "total": ratio(en[r], en["patton"])} for r in FIG8_RUNTIMES},
                 "value_write_speedup_vs_wo_cz": g["vw"][-1],
                 "absolute": {r: {"seconds": lat[r], "joules": en[r]} for r in FIG8_RUNTIMES}}
+            components = _components(runs, FIG8_RUNTIMES)
+            if components is not None:
+                per_model[f][m]["energy_components"] = components
         out[f] = {"latency_reduction_vs_wo_cz": _reduction(geomean(g["lat_cz"])),
                   "energy_reduction_vs_wo_cz": _reduction(geomean(g["en_cz"])),
                   "value_write_speedup_vs_wo_cz": geomean(g["vw"]),

@@ -3,6 +3,8 @@
 Drawn like the paper's: Fig. 7 and Fig. 8 as stacked bars per model and runtime, normalised to
 PATTON (Key writes, Value writes, QK^T, SV and, in Fig. 7, the prefill recomputation), with a
 last group of geometric means where the paper's ratios are marked (red bars' outlines);
+Fig. 8 gets a third row when its record splits the energy by component: each runtime's
+attention energy by the energy model's components (activations, I/O, MACs, standby, ...).
 Fig. 9 as hit-rate bars per runtime, normal against pressure, the paper's values marked.
 Each function takes a figure record (``figures.py``) and returns the file written.
 """
@@ -25,6 +27,13 @@ LABELS = {"k_write": "K write", "v_write": "V write", "qk": "QK$^T$", "sv": "SV"
 NAMES = {"patton": "PATTON", "neupims": "NeuPIMs", "pimphony": "PIMphony", "attacc": "AttAcc",
          "blockpim": "BlockPIM", "patton-wo-cz": "wo-CZ", "gpu": "GPU",
          "patton-no-o2v": "no-O2V"}
+#: Energy-component colours and labels (``patton.sim.energy.COMPONENTS``).
+COMPONENT_COLOURS = {"act": "#c44e52", "read": "#dd8452", "write": "#55a868", "pim": "#8172b2",
+                     "dq": "#4c72b0", "controller": "#937860", "global_buffer": "#da8bc3",
+                     "standby": "#8c8c8c"}
+COMPONENT_LABELS = {"act": "activations", "read": "reads", "write": "writes", "pim": "MACs",
+                    "dq": "I/O", "controller": "controller", "global_buffer": "global buffer",
+                    "standby": "standby"}
 PAPER_MARK = {"color": "red", "marker": "_", "markersize": 14, "markeredgewidth": 2.5,
               "linestyle": "none"}
 
@@ -72,6 +81,30 @@ def _stacked(ax: Any, per_model: dict[str, Any], runtimes: tuple[str, ...], what
     ax.axhline(1.0, color="black", linewidth=0.5)
 
 
+def _by_component(ax: Any, per_model: dict[str, Any], runtimes: tuple[str, ...]) -> None:
+    """Stacked bars per model and runtime of the attention energy by component."""
+    models = list(per_model)
+    n = len(runtimes)
+    width = 0.8 / n
+    ticks, labels = [], []
+    for g, m in enumerate(models):
+        comps = per_model[m]["energy_components"]
+        for i, r in enumerate(runtimes):
+            x = g + (i - (n - 1) / 2) * width
+            bottom = 0.0
+            for name, v in comps[r].items():
+                ax.bar(x, v or 0.0, width * 0.9, bottom=bottom,
+                       color=COMPONENT_COLOURS.get(name, "#cccccc"),
+                       label=COMPONENT_LABELS.get(name, name) if (g, i) == (0, 0) else None)
+                bottom += v or 0.0
+            ticks.append(x)
+            labels.append(NAMES.get(r, r))
+    ax.set_xticks(ticks, labels, rotation=90, fontsize=7)
+    for g, m in enumerate(models):
+        ax.text(g, -0.32, m, transform=ax.get_xaxis_transform(), ha="center", fontsize=8)
+    ax.axhline(1.0, color="black", linewidth=0.5)
+
+
 def fig7(record: dict[str, Any], path: Path) -> Path:
     """Write Fig. 7: latency and energy per model and runtime, normalised to PATTON."""
     fig = _figure(10, 7)
@@ -96,11 +129,22 @@ def fig8(record: dict[str, Any], path: Path) -> Path:
     """Write Fig. 8: attention latency and energy of PATTON, wo-CZ, BlockPIM per front end."""
     from patton.eval.plan import FIG8_RUNTIMES, FRONTENDS
 
-    fig = _figure(12, 7)
+    split = all("energy_components" in d for f in FRONTENDS
+                for d in record["per_model"][f].values())
+    rows = 3 if split else 2
+    fig = _figure(12, 3.5 * rows)
     for c, f in enumerate(FRONTENDS):
         rec = record[f]
+        if split:
+            ax = fig.add_subplot(rows, 2, 4 + c + 1)
+            _by_component(ax, record["per_model"][f], FIG8_RUNTIMES)
+            ax.set_ylabel("attention energy by component")
+            ax.set_title(f"Fig. 8, {f} front end: energy by component, normalised to "
+                         "PATTON's", fontsize=9)
+            if c == 0:
+                ax.legend(fontsize=7, ncols=4, loc="upper left")
         for k, what in enumerate(("latency", "energy")):
-            ax = fig.add_subplot(2, 2, 2 * k + c + 1)
+            ax = fig.add_subplot(rows, 2, 2 * k + c + 1)
             means = {"patton-wo-cz": _inverse(rec[f"{what}_reduction_vs_wo_cz"]),
                      "blockpim": _inverse(rec[f"{what}_reduction_vs_blockpim"])}
             theirs = paper.FIG8[f]

@@ -48,6 +48,17 @@ def _side_by_side(rows: Iterable[tuple[str, Any, Any, str]]) -> list[str]:
     return _table(("", "ours", "paper", "ratio"), out)
 
 
+def _components(d: dict[str, Any], caption: str) -> list[str]:
+    """The table of a model's attention energy by component (nothing when not recorded)."""
+    comps = d.get("energy_components")
+    if not comps:
+        return []
+    names = list(next(iter(comps.values())))
+    return ["", caption + ": attention energy by component, over PATTON's attention energy",
+            ""] + _table(("runtime", *names),
+                         ((r, *(_num(c[n], "f") for n in names)) for r, c in comps.items()))
+
+
 def _fig7(rec: dict[str, Any]) -> list[str]:
     p = paper.FIG7
     rows = [(f"speedup over {b}", rec["speedup"][b], p["speedup"][b], "x")
@@ -73,6 +84,7 @@ def _fig7(rec: dict[str, Any]) -> list[str]:
         lines += _table(("runtime", "latency", "K / V / QK / SV / recompute", "energy",
                          "K / V / QK / SV / recompute", "hit rate", "decode tokens", "s",
                          "J"), body)
+        lines += _components(d, f"{m}")
     return lines
 
 
@@ -101,6 +113,7 @@ def _fig8(rec: dict[str, Any]) -> list[str]:
                               _num(d["energy"][r]["total"], "f"),
                               " / ".join(_num(d["energy"][r][k], "f") for k in PARTS))
                              for r in FIG8_RUNTIMES))
+            lines += _components(d, f"{m}, {f}")
     return lines[1:]
 
 

@@ -20,7 +20,7 @@ from typing import Literal
 from patton.sim.device import params
 from patton.sim.isa import Command
 
-__all__ = ["EnergyConstants", "CONSTANTS", "Energy", "energy"]
+__all__ = ["COMPONENTS", "EnergyConstants", "CONSTANTS", "Energy", "energy"]
 
 C = Command
 
@@ -55,6 +55,8 @@ CONSTANTS = EnergyConstants()
 _COLUMN = (C.RD, C.WR, C.RDA, C.WRA, C.MAC, C.MAC16, C.AF16, C.EWMUL16, C.RDCP, C.WRCP,
            C.WRGB, C.RDMAC16, C.RDAF16, C.WRMAC16, C.WRA16)
 _EXTERNAL = (C.RD, C.WR, C.RDA, C.WRA, C.WRGB, C.RDMAC16, C.RDAF16, C.WRMAC16, C.WRA16)
+#: The components of :class:`Energy`, in the order they are summed (``docs/energy.md``).
+COMPONENTS = ("act", "read", "write", "pim", "dq", "controller", "global_buffer", "standby")
 #: Every command with its name, the keys of a run's per-channel counts.
 _NAMED = tuple((c, c.name) for c in Command)
 
@@ -63,7 +65,7 @@ _NAMED = tuple((c, c.name) for c in Command)
 class Energy:
     """Energy of a run in nJ, by component; ``total`` is their sum."""
 
-    components: dict[str, float] = field(default_factory=dict)  # name -> nJ
+    components: dict[str, float] = field(default_factory=dict)  # COMPONENTS -> nJ
 
     @property
     def total(self) -> float:
@@ -78,8 +80,7 @@ def energy(command_counts: dict[int, dict[str, int]],
     """Return the energy of a run from its per-channel counts and bank-state cycles."""
     k = constants
     ns_per_cycle = float(params()["cycle_ns"])
-    total = {name: 0.0 for name in ("act", "read", "write", "pim", "dq", "controller",
-                                     "global_buffer", "standby")}
+    total = dict.fromkeys(COMPONENTS, 0.0)
     for counts in command_counts.values():
         n = {c: counts.get(name, 0) for c, name in _NAMED}
         total["act"] += k.p_act * k.t_rc * (n[C.ACT] + 4 * n[C.ACT4] + 16 * n[C.ACT16])

@@ -37,8 +37,10 @@ SECONDS = {"patton": ((1.0, 1.0, 1.0, 1.0), 0.0),
            "patton-wo-cz": ((1.0, 5.0, 1.0, 1.0), 0.0)}
 
 
-def fake_cost(model: str, runtime: str, frontend: str = "shared") -> dict:
-    """A ``RunCost.as_dict()``; opt-6.7b costs 1.5x everything but PATTON's."""
+def fake_cost(model: str, runtime: str, frontend: str = "shared",
+              components: bool = True) -> dict:
+    """A ``RunCost.as_dict()``; opt-6.7b costs 1.5x everything but PATTON's. A part's energy
+    is a quarter activations and three quarters standby (``components``: recorded)."""
     parts, recompute = SECONDS[runtime]
     scale = 1.0 if runtime == "patton" or model != "opt-6.7b" else 1.5
     scale *= 0.5 if frontend == "per_channel" else 1.0
@@ -50,6 +52,10 @@ def fake_cost(model: str, runtime: str, frontend: str = "shared") -> dict:
            "hit_rate": 0.5, "steps": 10, "violations": 0, "checked_programs": 4,
            "wall_seconds": 0.1, "decode_tokens": 1234 if runtime != "pimphony" else 987,
            "prefill_tokens": 5000}
+    if components:
+        for part in out["parts"].values():
+            part["energy_components_joules"] = {"act": part["joules"] / 4,
+                                                "standby": part["joules"] * 3 / 4}
     out["latency_seconds"] = sum(p["seconds"] for p in out["parts"].values()) + \
         out["recompute_seconds"]
     out["energy_joules"] = sum(p["joules"] for p in out["parts"].values()) + \
@@ -101,6 +107,10 @@ def test_fig7_normalises_to_patton_and_takes_geometric_means():
     assert sum(lat["patton"][k] for k in figures.STACK) == pytest.approx(1.0)
     assert lat["neupims"]["recompute"] == pytest.approx(5 * 1.5 / 4)
     assert sum(lat["attacc"][k] for k in figures.STACK) == pytest.approx(lat["attacc"]["total"])
+    # PIM attention energy only: neupims 24 J of parts over PATTON's 8 J
+    comps = rec["per_model"]["llama3-8b"]["energy_components"]
+    assert sum(comps["neupims"].values()) == pytest.approx(24 / 8)
+    assert comps["patton"] == pytest.approx({"act": 0.25, "standby": 0.75})
     with pytest.raises(ValueError, match="no result for attacc"):
         figures.fig7([p for p in pairs_for(models, ("patton", *paper.BASELINES))
                       if p[0].runtime != "attacc"], models)
@@ -122,6 +132,21 @@ def test_fig8_is_attention_only_per_front_end():
         assert 0 < r["energy_reduction_vs_blockpim"] < 1
     d = rec["per_model"]["shared"]["llama3-8b"]["latency"]
     assert d["patton"]["total"] == pytest.approx(1.0) and "recompute" not in d["patton"]
+    # attention energy by component, over PATTON's attention energy
+    m = rec["per_model"]["shared"]["opt-6.7b"]
+    comps = m["energy_components"]
+    assert set(comps) == {"patton", "patton-wo-cz", "blockpim"}
+    for r, split in comps.items():
+        assert split["act"] == pytest.approx(split["standby"] / 3)
+        assert sum(split.values()) == pytest.approx(m["energy"][r]["total"]), r
+    assert sum(comps["patton"].values()) == pytest.approx(1.0)
+    # a result that does not split its energy: no components, the rest unchanged
+    old = [(t, fake_cost(t.model, t.runtime, t.frontend, components=False))
+           for t, _ in pairs_for(models, ("patton", "patton-wo-cz", "blockpim"))]
+    bare = figures.fig8(old + pairs_for(models, ("patton", "patton-wo-cz", "blockpim"),
+                                        ("per_channel",)), models)
+    assert "energy_components" not in bare["per_model"]["shared"]["opt-6.7b"]
+    assert bare["shared"] == rec["shared"]
 
 
 def test_fig9_and_micro_records():
@@ -302,6 +327,8 @@ def test_plots_and_markdown_have_the_papers_numbers(tmp_path, fake_run_cost):
                    "91.28 %", "87.86 %", "82.09 %", "30.30 %", "250,000"):
         assert number in md, number
     assert "| ours | paper | ratio |" in md and "**opt-6.7b**" in md
+    assert "opt-6.7b, per_channel: attention energy by component" in md
+    assert "| runtime | act | standby |" in md
 
 
 # ------------------------------------------------------------------------ the command

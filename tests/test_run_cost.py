@@ -17,7 +17,7 @@ from patton.runtime.config import MODELS, Config
 from patton.runtime.variants import variant as runtime_variant
 from patton.sim.cycle_model import CycleModel, DeviceState
 from patton.sim.device import DEVICE
-from patton.sim.energy import energy
+from patton.sim.energy import COMPONENTS, energy
 from patton.sim.executor import closed
 from patton.sim.serving import run_cost, runtimes
 from patton.sim.serving.chat import DEMO_CONVERSATIONS
@@ -51,7 +51,13 @@ def test_parts_are_nonzero_with_decode_steps(served):
     assert rc.energy_joules == pytest.approx(rc.pim_joules + rc.recompute_joules)
     d = json.loads(json.dumps(rc.as_dict()))
     assert set(d["parts"]) == set(PARTS)
-    assert set(d["parts"]["qk"]) == {"cycles", "energy_pj", "seconds", "joules"}
+    assert set(d["parts"]["qk"]) == {"cycles", "energy_pj", "seconds", "joules",
+                                     "energy_components_joules"}
+    for name in PARTS:  # the components split each part's energy
+        split = d["parts"][name]["energy_components_joules"]
+        assert tuple(split) == COMPONENTS and min(split.values()) >= 0.0
+        assert split["act"] > 0 and split["standby"] > 0, name
+        assert sum(split.values()) == pytest.approx(d["parts"][name]["joules"], rel=1e-12)
     assert d["runtime"] == "patton" and d["checked_programs"] == 0
 
 
@@ -167,13 +173,13 @@ def _explicit(variant: str, layers: int, steps: int, sample: int):
     clients = Clients(DEMO, clients=SMALL["clients"], pool=SMALL["pool"], max_model_len=2048)
     cm = CycleModel(DEVICE, record=False, drain=True)
     c = rt.config
-    totals = {name: [0, 0.0] for name in PARTS}
+    totals = {name: [0, 0.0, np.zeros(len(COMPONENTS))] for name in PARTS}
     compared = 0
 
     def cost(prog, state):
         r = cm.run(prog, state)
-        return r.cycles, energy(r.command_counts, r.bank_state_cycles, r.cycles).total * 1e3, \
-            r.state
+        e = energy(r.command_counts, r.bank_state_cycles, r.cycles)
+        return r.cycles, e.total * 1e3, r.state, np.array(list(e.components.values())) * 1e3
 
     state = DeviceState.reset(DEVICE)
     for step in range(steps):
@@ -222,9 +228,10 @@ def _explicit(variant: str, layers: int, steps: int, sample: int):
         for chain in chains:
             for part, prog, repeats in chain:
                 for _ in range(repeats):
-                    cycles, pj, state = cost(prog, state)
+                    cycles, pj, state, split = cost(prog, state)
                     totals[part][0] += cycles
                     totals[part][1] += pj
+                    totals[part][2] += split
         out = engine.update(batch)
         clients.finish(f.request_id for f in out.finished)
     return totals, compared
@@ -246,6 +253,7 @@ def test_one_layer_times_layers_is_exact(variant, layers):
     for name in PARTS:
         assert rc.parts[name].cycles == totals[name][0], name
         assert rc.parts[name].energy_pj == pytest.approx(totals[name][1], rel=1e-12), name
+        assert rc.parts[name].components_pj == pytest.approx(totals[name][2], rel=1e-12), name
 
 
 # ------------------------------------------------------------------------------ checks

@@ -63,7 +63,7 @@ from patton.sim.check import verify_from
 from patton.sim.cost_cache import CostCache
 from patton.sim.cycle_model import FRONTENDS, CycleModel, DeviceState
 from patton.sim.device import AF_ROW_BASE, DEVICE, params
-from patton.sim.energy import energy
+from patton.sim.energy import COMPONENTS, energy
 from patton.sim.executor import FunctionalExecutor, closed
 from patton.sim.program import Program
 from patton.sim.serving import checks, gpu_cost, runtimes
@@ -94,10 +94,16 @@ REFERENCE_BLOCK_SIZE = 16
 
 @dataclass
 class PartCost:
-    """One part's cost summed over a run's steps, all layers and all query heads."""
+    """One part's cost summed over a run's steps, all layers and all query heads.
+
+    Invariant: ``components_pj`` splits ``energy_pj`` by :data:`~patton.sim.energy.COMPONENTS`
+    (activations, reads, writes, MACs, I/O, controller, global buffer, standby): its sum
+    equals ``energy_pj`` up to float rounding.
+    """
 
     cycles: int = 0
     energy_pj: float = 0.0
+    components_pj: tuple[float, ...] = (0.0,) * len(COMPONENTS)
 
     @property
     def seconds(self) -> float:
@@ -112,7 +118,9 @@ class PartCost:
     def as_dict(self) -> dict[str, float | int]:
         """Return the cost as plain JSON data (with seconds and joules)."""
         return {"cycles": self.cycles, "energy_pj": self.energy_pj, "seconds": self.seconds,
-                "joules": self.joules}
+                "joules": self.joules,
+                "energy_components_joules": {name: float(v) * 1e-12 for name, v in
+                                             zip(COMPONENTS, self.components_pj)}}
 
 
 @dataclass
@@ -316,8 +324,9 @@ class _Device:
         self.runs = 0
 
     def run(self, program: Program, state: DeviceState, again: bool = False
-            ) -> tuple[int, float, DeviceState]:
-        """Return the program's cycles, energy (pJ) and end state, from ``state``;
+            ) -> tuple[int, float, np.ndarray, DeviceState]:
+        """Return the program's cycles, energy (pJ), energy by component (pJ, in
+        :data:`~patton.sim.energy.COMPONENTS` order) and end state, from ``state``;
         ``again``: the program runs again next, from the state this run leaves."""
         r = self.timing.run(program, state, again=again) if isinstance(
             self.timing, CostCache) else self.timing.run(program, state)
@@ -331,9 +340,10 @@ class _Device:
                 self.violations += len(found)
                 self.problems.extend(f"channel {ch}: {v}" for v in found[:3])
             self.checked += 1
-        pj = energy(r.command_counts, r.bank_state_cycles, r.cycles).total * 1000.0
+        e = energy(r.command_counts, r.bank_state_cycles, r.cycles)
         assert r.state is not None
-        return r.cycles, pj, r.state
+        return (r.cycles, e.total * 1000.0,
+                np.fromiter(e.components.values(), float, len(COMPONENTS)) * 1000.0, r.state)
 
 
 # ------------------------------------------------------------------------------ one step
@@ -601,18 +611,20 @@ class _Meter:
                ) -> tuple[dict[str, list], DeviceState]:
         """Run one layer's programs from ``state``: cost by part, end state."""
         run = self.device.run
-        costs = {name: [0, 0.0] for name in PARTS}
+        costs = {name: [0, 0.0, 0.0] for name in PARTS}
         for part, prog, repeats in progs:
             acc = costs[part]
             done = 0
             while done < repeats:
-                cycles, pj, end = run(prog, state, repeats - done > 1)
+                cycles, pj, split, end = run(prog, state, repeats - done > 1)
                 if end == state:  # a fixpoint: every call left costs the same
                     acc[0] += cycles * (repeats - done)
                     acc[1] += pj * (repeats - done)
+                    acc[2] = acc[2] + split * (repeats - done)
                     break
                 acc[0] += cycles
                 acc[1] += pj
+                acc[2] = acc[2] + split
                 state = end
                 done += 1
         return costs, state
@@ -626,10 +638,11 @@ class _Meter:
             costs, end = self._chain(progs, start)
             same = foreign(end, self.band) == start
             times = self.layers - done if same else 1
-            for name, (cycles, pj) in costs.items():
+            for name, (cycles, pj, split) in costs.items():
                 part = self.parts[name]
                 part.cycles += cycles * times
                 part.energy_pj += pj * times
+                part.components_pj = tuple((np.add(part.components_pj, split * times)).tolist())
             state = end
             done += times
         self.state = state
