@@ -2,7 +2,7 @@
 
 ``patton repro fig7|fig8|fig9|micro|all [--quick] [--out DIR] [--workers N] [--json]
 [--ray ADDRESS] [--steps N] [--models M,M] [--frontend shared|per_channel]
-[--check|--no-check] [--progress|--no-progress]``
+[--check|--no-check] [--progress|--no-progress] [--resume]``
     Run the figure's configurations (each an independent task: local worker processes, or Ray
     remote tasks with ``--ray``), then write ``repro.json`` (the figure records), ``repro.md``
     (tables side by side with the paper) and the PNG plots into ``--out`` (default
@@ -11,7 +11,8 @@
     pipeline check); the default is the paper's scale (> 10,000 steps per configuration, the
     four models). ``--steps`` overrides the serving runs' steps, ``--check``/``--no-check``
     whether Fig. 7/8's programs are verified, ``--frontend`` Fig. 7's cycle-model front end
-    (the paper's figure: ``shared``).
+    (the paper's figure: ``shared``). Every finished task is kept in ``DIR/tasks/``
+    (:mod:`patton.eval.store`); ``--resume`` takes the ones the same code computed from there.
 
 Bad options and an unwritable ``--out`` are reported as ``error: ...`` on stderr with exit
 status 2 before anything runs; a task that fails ends the run with exit status 1 and its name
@@ -33,6 +34,8 @@ from typing import Any
 
 from patton.eval.paper import MODELS as MODEL_NAMES
 from patton.eval.plan import FIGURES, FRONTENDS, FULL, QUICK, Scale, tasks
+from patton.eval.store import Store
+from patton.eval.tasks import Task
 
 from patton.options import integer
 
@@ -81,6 +84,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--check", action=argparse.BooleanOptionalAction, default=None,
                    help="verify every program of the Fig. 7/8 runs (run_cost's check; "
                         "default: with --quick only)")
+    p.add_argument("--resume", action="store_true",
+                   help="take the results of tasks an earlier run of the same code left in "
+                        "DIR/tasks/ instead of running them again (every finished task is "
+                        "kept there)")
     p.add_argument("--json", action="store_true",
                    help="print the figure records as one JSON object keyed by figure")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
@@ -113,18 +120,33 @@ def figures_of(figure: str) -> tuple[str, ...]:
 
 
 def reproduce(figures: Sequence[str], scale: Scale, *, workers: int = DEFAULT_WORKERS,
-              ray: str | None = None, progress: bool = False) -> dict[str, Any]:
+              ray: str | None = None, progress: bool = False, store: Store | None = None,
+              resume: bool = False) -> dict[str, Any]:
     """Run the tasks of ``figures`` at ``scale``; return the records keyed by figure.
 
+    ``store`` keeps every finished task; with ``resume`` the tasks it holds from the same
+    code are taken from it (a line on stderr says how many).
+
     Raises:
-        TaskError: a task failed (``RunCostUnavailable`` for Fig. 7/8 without run_cost).
+        TaskError: a task failed (``RunCostUnavailable`` for Fig. 7/8 without run_cost;
+            ``StoreError`` for a stored file that cannot be read).
     """
     from patton.eval.figures import record
-    from patton.eval.runner import execute
+    from patton.eval.runner import execute, unique
 
     wanted = {f: tasks(f, scale) for f in figures}
     todo = [t for f in figures for t in wanted[f]]
-    results = execute(todo, workers=workers, ray=ray, progress=progress)
+    known: dict[Task, dict[str, Any]] = {}
+    if store is not None and resume:
+        distinct = unique(todo)
+        for t in distinct:
+            found = store.get(t)
+            if found is not None:
+                known[t] = found
+        print(f"resume: {len(known)} of {len(distinct)} task results taken from "
+              f"{store.folder}", file=sys.stderr)
+    results = execute(todo, workers=workers, ray=ray, progress=progress, store=store,
+                      known=known)
     by_task = dict(zip(todo, results, strict=True))
     out: dict[str, Any] = {}
     for f in figures:
@@ -191,7 +213,8 @@ def repro(args: argparse.Namespace) -> int:
     show = args.progress if args.progress is not None else sys.stderr.isatty()
     start = time.perf_counter()
     try:
-        records = reproduce(figures, scale, workers=args.workers, ray=args.ray, progress=show)
+        records = reproduce(figures, scale, workers=args.workers, ray=args.ray, progress=show,
+                            store=Store(out / "tasks"), resume=args.resume)
     except (RayUnavailable, RunCostUnavailable) as e:
         return _error(str(e))
     except TaskError as e:
@@ -229,6 +252,8 @@ def _argv(args: argparse.Namespace) -> list[str]:
         out += ["--workers", str(args.workers)]
     if args.ray is not None:
         out += ["--ray", args.ray]
+    if args.resume:
+        out.append("--resume")
     return out
 
 

@@ -7,6 +7,9 @@ order given. ``workers`` 1 runs them one after the other in this process; more r
 ``"local"`` for a Ray instance started here) sends them to Ray as remote tasks. Ray is an
 optional extra (``pip install 'patton-testbench[ray]'``), imported only then.
 
+With a :class:`~patton.eval.store.Store`, every task is stored as soon as it finishes; tasks
+whose results are ``known`` (what a store held, for ``--resume``) are not run again.
+
 Progress: one tqdm bar per task on stderr. Workers report steps through a
 ``multiprocessing.Manager().Queue()`` that the parent drains while it waits; Ray tasks
 report when they finish (a queue proxy cannot cross a cluster).
@@ -19,9 +22,10 @@ import logging
 import multiprocessing
 import queue as queue_module
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from patton.eval.store import Store
 from patton.eval.tasks import Task, TaskError, run
 
 __all__ = ["RayUnavailable", "execute", "unique"]
@@ -86,40 +90,57 @@ def _named(task: Task, error: BaseException) -> TaskError:
 
 
 def execute(tasks: Sequence[Task], *, workers: int = 2, ray: str | None = None,
-            progress: bool = False) -> list[dict[str, Any]]:
+            progress: bool = False, store: Store | None = None,
+            known: dict[Task, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """Run every task of ``tasks`` once; return their results, in the order of ``tasks``.
+
+    ``store``: put each result there as soon as its task finishes; ``known``: results at
+    hand (those tasks are not run).
 
     Raises:
         TaskError: a task failed (the first failure; the tasks not started are cancelled).
         RayUnavailable: ``ray`` given and Ray is not installed or cannot be reached.
     """
     todo = unique(tasks)
-    bars = _Bars(todo, progress)
+    by_task: dict[Task, dict[str, Any]] = dict(known or {})
+    left = [t for t in todo if t not in by_task]
+
+    def done(i: int, result: dict[str, Any]) -> None:
+        if store is not None:
+            store.put(left[i], result)
+
+    bars = _Bars(left, progress)
     try:
-        if ray is not None:
-            done = _ray(todo, ray, bars)
-        elif workers <= 1 or len(todo) <= 1:
-            done = _inline(todo, bars)
+        if not left:
+            results: list[dict[str, Any]] = []
+        elif ray is not None:
+            results = _ray(left, ray, bars, done)
+        elif workers <= 1 or len(left) <= 1:
+            results = _inline(left, bars, done)
         else:
-            done = _pool(todo, workers, bars)
+            results = _pool(left, workers, bars, done)
     finally:
         bars.close()
-    by_task = dict(zip(todo, done, strict=True))
+    by_task.update(zip(left, results, strict=True))
     return [by_task[t] for t in tasks]
 
 
-def _inline(todo: list[Task], bars: _Bars) -> list[dict[str, Any]]:
+Done = Callable[[int, dict[str, Any]], None]
+
+
+def _inline(todo: list[Task], bars: _Bars, done: Done) -> list[dict[str, Any]]:
     out = []
     for i, task in enumerate(todo):
         try:
             out.append(run(task, lambda n, i=i: bars.update(i, n)))
         except Exception as e:
             raise _named(task, e) from e
+        done(i, out[-1])
         bars.finish(i)
     return out
 
 
-def _pool(todo: list[Task], workers: int, bars: _Bars) -> list[dict[str, Any]]:
+def _pool(todo: list[Task], workers: int, bars: _Bars, done: Done) -> list[dict[str, Any]]:
     out: list[dict[str, Any] | None] = [None] * len(todo)
     with multiprocessing.Manager() as manager:
         q = manager.Queue()
@@ -139,6 +160,7 @@ def _pool(todo: list[Task], workers: int, bars: _Bars) -> list[dict[str, Any]]:
                         if error is not None:
                             raise _named(todo[i], error) from error
                         out[i] = f.result()
+                        done(i, out[i])
                         bars.finish(i)
             except BaseException:
                 # A failure (or ^C) ends the run: drop what has not started and stop the
@@ -161,7 +183,7 @@ def _drain(q: Any, bars: _Bars) -> None:
         bars.update(i, n)
 
 
-def _ray(todo: list[Task], address: str, bars: _Bars) -> list[dict[str, Any]]:
+def _ray(todo: list[Task], address: str, bars: _Bars, done: Done) -> list[dict[str, Any]]:
     try:
         import ray as ray_module
     except ImportError:
@@ -194,6 +216,7 @@ def _ray(todo: list[Task], address: str, bars: _Bars) -> list[dict[str, Any]]:
                         ray_module.cancel(p)
                     cause = getattr(e, "cause", None) or e
                     raise _named(todo[i], cause) from e
+                done(i, out[i])
                 bars.finish(i)
         return out  # type: ignore[return-value]
     finally:

@@ -344,8 +344,53 @@ def test_cli_json_is_one_object_keyed_by_figure(tmp_path, capsys, fake_run_cost,
     assert list(data) == ["fig7"] and set(data["fig7"]["speedup"]) == {*paper.BASELINES,
                                                                         "all"}
     assert {p.name for p in (tmp_path / "o").iterdir()} == {"repro.json", "repro.md",
-                                                            "fig7.png"}
+                                                            "fig7.png", "tasks"}
     assert json.loads((tmp_path / "o" / "repro.json").read_text()) == data
+
+
+def test_finished_tasks_are_kept_and_resumed(tmp_path, capsys, fake_run_cost, monkeypatch):
+    monkeypatch.setattr("patton.eval.cli.QUICK", SMALL.with_(steps=30))
+    argv = ["repro", "fig7", "--quick", "--workers", "1", "--out", str(tmp_path), "--json"]
+    assert main(argv) == 0
+    first = json.loads(capsys.readouterr().out)
+    stored = sorted((tmp_path / "tasks").glob("*.json"))
+    assert len(stored) == 5 and all(p.name.startswith("cost_llama3-8b_") for p in stored)
+    calls = len(fake_run_cost)
+    # --resume: nothing runs again, the same records
+    assert main([*argv, "--resume"]) == 0
+    out, err = capsys.readouterr()
+    assert len(fake_run_cost) == calls and json.loads(out) == first
+    assert "resume: 5 of 5 task results taken from" in err
+    # without --resume every task runs again
+    assert main(argv) == 0
+    capsys.readouterr()
+    assert len(fake_run_cost) == 2 * calls
+    # other code: the stored results are not taken
+    monkeypatch.setattr("patton.eval.store.fingerprint", lambda: "other code")
+    assert main([*argv, "--resume"]) == 0
+    assert "resume: 0 of 5" in capsys.readouterr().err
+    assert len(fake_run_cost) == 3 * calls
+    # a file that is not a stored task is an error that names it
+    stored[0].write_text("{not json", encoding="utf-8")
+    assert main([*argv, "--resume"]) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and f"error: {stored[0]}: not a stored task" in err
+
+
+def test_store_keeps_a_task_whole_and_only_for_its_code(tmp_path):
+    from patton.eval.store import Store, fingerprint
+
+    assert fingerprint() == fingerprint() and len(fingerprint()) == 64
+    store = Store(tmp_path / "t", code="abc")
+    task = CostTask("llama3-8b", "patton", 10, 4, 8)
+    checked = CostTask("llama3-8b", "patton", 10, 4, 8, check=True)  # the same key
+    assert store.get(task) is None
+    path = store.put(task, {"task": tasks.describe(task), "result": {"x": 1},
+                            "wall_seconds": 0.5})
+    assert store.path(checked) != path and store.get(checked) is None
+    assert store.get(task)["result"] == {"x": 1}
+    assert Store(tmp_path / "t", code="abd").get(task) is None
+    assert [p.name for p in (tmp_path / "t").iterdir()] == [path.name]  # no temporary left
 
 
 def test_fig7_on_the_per_channel_front_end(tmp_path, capsys, fake_run_cost, monkeypatch):
