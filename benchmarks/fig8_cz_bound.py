@@ -6,7 +6,8 @@ the paper's §4.4 command sequence. Folding those reads into the O1V reductions 
 way of reading the partial blocks) costs at least nothing, so a run whose SV programs leave
 the CZ segments out (:class:`Unread`) is a lower bound for every such variant. Per front end
 the script serves the same workload three times (PATTON, PATTON with the CZ segments left out,
-PATTON-wo-CZ) through ``run_cost`` and prints each run's attention parts and its latency and
+PATTON-wo-CZ) through ``run_cost``, with ``patton repro``'s workload and settings (the same
+runs as Fig. 8's cost tasks), and prints each run's attention parts and its latency and
 energy against wo-CZ, and the share of wo-CZ's attention its Value writes would need for the
 paper's pair of figures (13.0 % less latency from Value writes 5x faster: 16 %).
 
@@ -21,8 +22,10 @@ import sys
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
+from patton.eval.paper import SETTINGS
+from patton.eval.plan import max_model_len
+from patton.eval.tasks import CONVERSATIONS, conversations
 from patton.sim.executor import closed
-from patton.sim.serving import conversations as cv
 from patton.sim.serving import run_cost
 from patton.sim.serving.run_cost import PARTS
 
@@ -58,14 +61,17 @@ def one(args: tuple[str, str, str, int, str]) -> dict:
     """Run one configuration: ``(name, runtime, frontend, steps, model)`` -> its parts."""
     name, runtime, frontend, steps, model = args
     meter_class = Unread if name == "patton, CZ reads left out" else run_cost._Meter
-    convs = cv.from_sharegpt(count=300)
-    ref = run_cost.reference(convs, model, steps=steps, clients=32, pool=64)
+    convs = list(conversations(CONVERSATIONS))  # patton repro's workload and settings
+    clients, pool = SETTINGS[model]
+    limit = max_model_len(model)
+    ref = run_cost.reference(convs, model, steps=steps, clients=clients, pool=pool,
+                             max_model_len=limit)
     spec = run_cost._model(model)
-    meter = meter_class(convs, spec, runtime, steps=steps, frontend=frontend, clients=32,
-                        pool=64, max_model_len=2048, max_batched_tokens=2048, ref=ref,
+    meter = meter_class(convs, spec, runtime, steps=steps, frontend=frontend, clients=clients,
+                        pool=pool, max_model_len=limit, max_batched_tokens=2048, ref=ref,
                         check=False, num_blocks=None)
     rc = meter.run(None)
-    return {"name": name, "frontend": frontend,
+    return {"name": name, "frontend": frontend, "steps": rc.steps,
             "seconds": {p: rc.parts[p].seconds for p in PARTS},
             "joules": {p: rc.parts[p].joules for p in PARTS}}
 
@@ -92,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(results, indent=1))
         return 0
     need = PAPER_REDUCTION / (1 - 1 / PAPER_SPEEDUP)
-    print(f"{a.model}, {a.steps} steps; the paper's -13.0 % from 5x faster Value writes needs "
+    print(f"{a.model}, {results[0]['steps']} steps; the paper's -13.0 % from 5x faster Value writes needs "
           f"them at {need:.1%} of wo-CZ's attention")
     for f in ("shared", "per_channel"):
         rows = [r for r in results if r["frontend"] == f]
