@@ -98,8 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(results, indent=1))
         return 0
     need = PAPER_REDUCTION / (1 - 1 / PAPER_SPEEDUP)
-    print(f"{a.model}, {results[0]['steps']} steps; the paper's -13.0 % from 5x faster Value writes needs "
-          f"them at {need:.1%} of wo-CZ's attention")
+    print(f"{a.model}, {results[0]['steps']} steps; the paper's -13.0 % from 5x faster Value "
+          f"writes needs them at {need:.1%} of wo-CZ's attention")
     for f in ("shared", "per_channel"):
         rows = [r for r in results if r["frontend"] == f]
         wo = next(r for r in rows if r["name"] == "patton-wo-cz")
