@@ -44,65 +44,53 @@ def _figure(width: float, height: float) -> Any:
     return Figure(figsize=(width, height), layout="constrained")
 
 
-def _stacked(ax: Any, per_model: dict[str, Any], runtimes: tuple[str, ...], what: str,
-             stack: tuple[str, ...], means: dict[str, float | None],
-             paper_means: dict[str, float]) -> None:
-    """Stacked bars per model and runtime, then a group of geometric means (paper marked)."""
-    models = list(per_model)
+def _stacked(ax: Any, bars: dict[str, dict[str, dict[str, float | None]]],
+             runtimes: tuple[str, ...], colours: dict[str, str], labels: dict[str, str],
+             means: dict[str, float | None] | None = None,
+             paper_means: dict[str, float] | None = None) -> None:
+    """Stacked bars per model and runtime (``bars[model][runtime]``: the stack, bottom up),
+    then, with ``means``, a group of geometric means with the paper's marked."""
+    models = list(bars)
     n = len(runtimes)
     width = 0.8 / n
-    ticks, labels = [], []
+    ticks, names = [], []
     for g, m in enumerate(models):
         for i, r in enumerate(runtimes):
             x = g + (i - (n - 1) / 2) * width
             bottom = 0.0
-            for part in stack:
-                v = per_model[m][what][r].get(part) or 0.0
-                ax.bar(x, v, width * 0.9, bottom=bottom, color=COLOURS[part],
-                       label=LABELS[part] if (g, i) == (0, 0) else None)
-                bottom += v
-            ticks.append(x)
-            labels.append(NAMES.get(r, r))
-    g = len(models)
-    for i, r in enumerate(runtimes):
-        x = g + (i - (n - 1) / 2) * width
-        ours = 1.0 if r == "patton" else means.get(r)
-        if ours is not None:
-            ax.bar(x, ours, width * 0.9, color="#999999",
-                   label="ours, geomean" if i == 0 else None)
-        theirs = 1.0 if r == "patton" else paper_means.get(r)
-        if theirs is not None:
-            ax.plot([x], [theirs], label="paper" if i == 0 else None, **PAPER_MARK)
-        ticks.append(x)
-        labels.append(NAMES.get(r, r))
-    ax.set_xticks(ticks, labels, rotation=90, fontsize=7)
-    for g, m in enumerate([*models, "geomean"]):
-        ax.text(g, -0.32, m, transform=ax.get_xaxis_transform(), ha="center", fontsize=8)
-    ax.axhline(1.0, color="black", linewidth=0.5)
-
-
-def _by_component(ax: Any, per_model: dict[str, Any], runtimes: tuple[str, ...]) -> None:
-    """Stacked bars per model and runtime of the attention energy by component."""
-    models = list(per_model)
-    n = len(runtimes)
-    width = 0.8 / n
-    ticks, labels = [], []
-    for g, m in enumerate(models):
-        comps = per_model[m]["energy_components"]
-        for i, r in enumerate(runtimes):
-            x = g + (i - (n - 1) / 2) * width
-            bottom = 0.0
-            for name, v in comps[r].items():
+            for part, v in bars[m][r].items():
                 ax.bar(x, v or 0.0, width * 0.9, bottom=bottom,
-                       color=COMPONENT_COLOURS.get(name, "#cccccc"),
-                       label=COMPONENT_LABELS.get(name, name) if (g, i) == (0, 0) else None)
+                       color=colours.get(part, "#cccccc"),
+                       label=labels.get(part, part) if (g, i) == (0, 0) else None)
                 bottom += v or 0.0
             ticks.append(x)
-            labels.append(NAMES.get(r, r))
-    ax.set_xticks(ticks, labels, rotation=90, fontsize=7)
-    for g, m in enumerate(models):
+            names.append(NAMES.get(r, r))
+    groups = list(models)
+    if means is not None:
+        g = len(models)
+        for i, r in enumerate(runtimes):
+            x = g + (i - (n - 1) / 2) * width
+            ours = 1.0 if r == "patton" else means.get(r)
+            if ours is not None:
+                ax.bar(x, ours, width * 0.9, color="#999999",
+                       label="ours, geomean" if i == 0 else None)
+            theirs = 1.0 if r == "patton" else (paper_means or {}).get(r)
+            if theirs is not None:
+                ax.plot([x], [theirs], label="paper" if i == 0 else None, **PAPER_MARK)
+            ticks.append(x)
+            names.append(NAMES.get(r, r))
+        groups.append("geomean")
+    ax.set_xticks(ticks, names, rotation=90, fontsize=7)
+    for g, m in enumerate(groups):
         ax.text(g, -0.32, m, transform=ax.get_xaxis_transform(), ha="center", fontsize=8)
     ax.axhline(1.0, color="black", linewidth=0.5)
+
+
+def _parts(per_model: dict[str, Any], what: str, stack: tuple[str, ...],
+           runtimes: tuple[str, ...]) -> dict[str, dict[str, dict[str, float | None]]]:
+    """The ``stack`` of ``what`` ("latency" or "energy") per model and runtime."""
+    return {m: {r: {p: d[what][r].get(p) for p in stack} for r in runtimes}
+            for m, d in per_model.items()}
 
 
 def fig7(record: dict[str, Any], path: Path) -> Path:
@@ -114,8 +102,8 @@ def fig7(record: dict[str, Any], path: Path) -> Path:
     for k, (what, key, title) in enumerate((("latency", "speedup", "speedup"),
                                             ("energy", "energy_gain", "energy gain"))):
         ax = fig.add_subplot(2, 1, k + 1)
-        _stacked(ax, record["per_model"], runtimes, what, STACK, record[key],
-                 paper.FIG7[key])
+        _stacked(ax, _parts(record["per_model"], what, STACK, runtimes), runtimes, COLOURS,
+                 LABELS, record[key], paper.FIG7[key])
         ax.set_ylabel(f"normalised {what}")
         ax.set_title(f"Fig. 7{where}: {what} normalised to PATTON (PATTON's {title} over "
                      f"all: {_x(record[key]['all'])}, paper {paper.FIG7[key]['all']}x)",
@@ -137,7 +125,9 @@ def fig8(record: dict[str, Any], path: Path) -> Path:
         rec = record[f]
         if split:
             ax = fig.add_subplot(rows, 2, 4 + c + 1)
-            _by_component(ax, record["per_model"][f], FIG8_RUNTIMES)
+            _stacked(ax, {m: d["energy_components"]
+                          for m, d in record["per_model"][f].items()}, FIG8_RUNTIMES,
+                     COMPONENT_COLOURS, COMPONENT_LABELS)
             ax.set_ylabel("attention energy by component")
             ax.set_title(f"Fig. 8, {f} front end: energy by component, normalised to "
                          "PATTON's", fontsize=9)
@@ -150,8 +140,8 @@ def fig8(record: dict[str, Any], path: Path) -> Path:
             theirs = paper.FIG8[f]
             paper_means = {"patton-wo-cz": 1 / (1 - theirs[f"{what}_reduction_vs_wo_cz"]),
                            "blockpim": 1 / (1 - theirs[f"{what}_reduction_vs_blockpim"])}
-            _stacked(ax, record["per_model"][f], FIG8_RUNTIMES, what, PARTS, means,
-                     paper_means)
+            _stacked(ax, _parts(record["per_model"][f], what, PARTS, FIG8_RUNTIMES),
+                     FIG8_RUNTIMES, COLOURS, LABELS, means, paper_means)
             ax.set_ylabel(f"normalised attention {what}")
             ax.set_title(f"Fig. 8, {f} front end: {what} (V writes "
                          f"{_x(rec['value_write_speedup_vs_wo_cz'])} faster than wo-CZ, "

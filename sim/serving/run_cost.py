@@ -642,7 +642,7 @@ class _Meter:
                 part = self.parts[name]
                 part.cycles += cycles * times
                 part.energy_pj += pj * times
-                part.components_pj = tuple((np.add(part.components_pj, split * times)).tolist())
+                part.components_pj = tuple(np.add(part.components_pj, split * times).tolist())
             state = end
             done += times
         self.state = state
