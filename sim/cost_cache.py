@@ -35,13 +35,14 @@ from dataclasses import dataclass
 import numpy as np
 from patton.sim.cycle_model import CycleModel, DeviceState, RunResult
 from patton.sim.isa import Cfr, Instruction
-from patton.sim.native import COLUMNS, Decoded, Trace
+from patton.sim.native import Decoded, Trace
 from patton.sim.program import Program
 
 __all__ = ["CostCache", "CostMismatch"]
 
-#: Decoded fields that enter the key (column addresses do not affect timing).
-KEYED = tuple(name for name in COLUMNS if name not in ("row", "first_col")) + ("targets",)
+#: Decoded fields that enter the key (column addresses do not affect timing; ``behaviour``
+#: stands for the per-op columns, one to one).
+KEYED = ("behaviour", "bank", "columns", "targets")
 
 
 class CostMismatch(AssertionError):
@@ -80,6 +81,9 @@ class CostCache:
         self._rng = np.random.default_rng(seed)
         self._costs: OrderedDict[bytes, _Cost] = OrderedDict()
         self._trace: Trace | None = None  # of the last miss run with ``again``
+        # the last program decoded: (program, CFRs, decoded, digest of its keyed fields); a
+        # program runs several times in a row (the query heads of a group, the layers)
+        self._last: tuple[Program, tuple[int, ...], Decoded, bytes] | None = None
         self.hits = 0
         self.followed = 0  # misses run following a trace (stopping where they meet it)
         self.misses = 0
@@ -95,8 +99,13 @@ class CostCache:
         columnar = program if isinstance(program, Program) else Program.of(list(program))
         dev = self.model.device
         state = DeviceState.reset(dev) if state is None else state
-        decoded = Decoded(columnar, {c: state.cfr[c] for c in Cfr}, dev.channels)
-        key, rows = self._key(decoded, state)
+        cfr = tuple(state.cfr[c] for c in Cfr)
+        last = self._last
+        if last is None or last[0] is not columnar or last[1] != cfr:
+            decoded = Decoded(columnar, dict(zip(Cfr, cfr)), dev.channels)
+            last = self._last = (columnar, cfr, decoded, self._fields(decoded))
+        decoded = last[2]
+        key, rows = self._key(decoded, state, last[3])
         cost = self._costs.get(key)
         if cost is None:
             self.misses += 1
@@ -134,23 +143,35 @@ class CostCache:
 
     # -- keys ------------------------------------------------------------------------------
 
-    def _key(self, decoded: Decoded, state: DeviceState) -> tuple[bytes, np.ndarray]:
-        """Return the key and the program's distinct rows in order of first appearance."""
-        start = np.array(state.open_rows, dtype=np.int64).reshape(-1)
-        dram = decoded.columns > 0
-        values = np.concatenate((start, decoded.row[dram]))
-        real = values >= 0
-        rows, first, inverse = np.unique(values[real], return_index=True, return_inverse=True)
-        order = np.argsort(first, kind="stable")
-        rank = np.empty(len(rows), dtype=np.int64)
-        rank[order] = np.arange(len(rows))
-        renamed = np.full(len(values), -1, dtype=np.int64)
-        renamed[real] = rank[inverse.reshape(-1)]
+    def _fields(self, decoded: Decoded) -> bytes:
+        """Return the digest of the program's part of the key: all but its rows."""
         digest = hashlib.sha256()
         digest.update(self.model.frontend.encode() + b"\0")
         digest.update(np.int64(decoded.n).tobytes())
         for name in KEYED:
             digest.update(getattr(decoded, name).tobytes())
+        return digest.digest()
+
+    def _key(self, decoded: Decoded, state: DeviceState, fields: bytes | None = None
+             ) -> tuple[bytes, np.ndarray]:
+        """Return the key (``fields``: :meth:`_fields`, made if None) and the program's distinct
+        rows in order of first appearance."""
+        start = np.array(state.open_rows, dtype=np.int64).reshape(-1)
+        dram = decoded.columns > 0
+        values = np.concatenate((start, decoded.row[dram]))
+        # rows come in runs: rename the first of each run (every row's first appearance is
+        # one), then give each entry its run's name
+        heads = np.flatnonzero(np.concatenate(([True], values[1:] != values[:-1])))
+        runs = values[heads]
+        real = runs >= 0
+        rows, first, inverse = np.unique(runs[real], return_index=True, return_inverse=True)
+        order = np.argsort(first, kind="stable")
+        rank = np.empty(len(rows), dtype=np.int64)
+        rank[order] = np.arange(len(rows))
+        named = np.full(len(runs), -1, dtype=np.int64)
+        named[real] = rank[inverse.reshape(-1)]
+        renamed = np.repeat(named, np.diff(np.append(heads, len(values))))
+        digest = hashlib.sha256(self._fields(decoded) if fields is None else fields)
         digest.update(renamed.tobytes())
         digest.update(np.array(state.reg_mode, dtype=np.int8).tobytes())
         return digest.digest(), rows[order]

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+import numpy as np
 from patton.sim.device import params
 from patton.sim.isa import Command
 
@@ -57,8 +58,8 @@ _COLUMN = (C.RD, C.WR, C.RDA, C.WRA, C.MAC, C.MAC16, C.AF16, C.EWMUL16, C.RDCP, 
 _EXTERNAL = (C.RD, C.WR, C.RDA, C.WRA, C.WRGB, C.RDMAC16, C.RDAF16, C.WRMAC16, C.WRA16)
 #: The components of :class:`Energy`, in the order they are summed (``docs/energy.md``).
 COMPONENTS = ("act", "read", "write", "pim", "dq", "controller", "global_buffer", "standby")
-#: Every command with its name, the keys of a run's per-channel counts.
-_NAMED = tuple((c, c.name) for c in Command)
+#: The id of every command by name, the keys of a run's per-channel counts.
+_INDEX = {c.name: int(c) for c in Command}
 
 
 @dataclass(slots=True)
@@ -81,21 +82,33 @@ def energy(command_counts: dict[int, dict[str, int]],
     k = constants
     ns_per_cycle = float(params()["cycle_ns"])
     total = dict.fromkeys(COMPONENTS, 0.0)
-    for counts in command_counts.values():
-        n = {c: counts.get(name, 0) for c, name in _NAMED}
-        total["act"] += k.p_act * k.t_rc * (n[C.ACT] + 4 * n[C.ACT4] + 16 * n[C.ACT16])
-        total["read"] += k.p_rd * k.t_bl * (n[C.RDCP] + n[C.RD] + n[C.RDA] + 16 * n[C.AF16]
-                                           + n[C.RDMAC16] + n[C.RDAF16])
-        total["write"] += k.p_wr * k.t_bl * (n[C.WRCP] + n[C.WR] + n[C.WRA] + n[C.WRMAC16]
-                                            + 16 * n[C.WRA16])
-        total["pim"] += k.pim_factor * k.p_rd * k.t_ccdl * (n[C.MAC] / 16 + n[C.MAC16]
-                                                            + n[C.EWMUL16] / 4)
-        total["dq"] += k.dq_pj_per_bit * k.burst_bits * sum(n[c] for c in _EXTERNAL)
-        total["controller"] += (k.ctrl_trx_mw * sum(n[c] for c in _COLUMN)
-                                + k.ctrl_phy_mw * sum(n.values())) / k.channels_per_ctrl \
-            / k.freq_ghz
-        total["global_buffer"] += (k.gb_read_mw * n[C.WRCP]
-                                   + k.gb_write_mw * (n[C.WRGB] + n[C.RDCP])) / k.freq_ghz
+    if command_counts:
+        # one row per channel, one column per command; every term is computed per channel as
+        # the formulas in docs/energy.md write it, and the channels are summed in order (a
+        # left fold, as a loop over the channels would)
+        where = [(i, _INDEX[name], count) for i, counts in enumerate(command_counts.values())
+                 for name, count in counts.items() if name in _INDEX]
+        n = np.zeros((len(Command), len(command_counts)), dtype=np.int64)
+        if where:
+            channel, command, count = zip(*where)
+            n[list(command), list(channel)] = count
+        per = {
+            "act": k.p_act * k.t_rc * (n[C.ACT] + 4 * n[C.ACT4] + 16 * n[C.ACT16]),
+            "read": k.p_rd * k.t_bl * (n[C.RDCP] + n[C.RD] + n[C.RDA] + 16 * n[C.AF16]
+                                       + n[C.RDMAC16] + n[C.RDAF16]),
+            "write": k.p_wr * k.t_bl * (n[C.WRCP] + n[C.WR] + n[C.WRA] + n[C.WRMAC16]
+                                        + 16 * n[C.WRA16]),
+            "pim": k.pim_factor * k.p_rd * k.t_ccdl * (n[C.MAC] / 16 + n[C.MAC16]
+                                                       + n[C.EWMUL16] / 4),
+            "dq": k.dq_pj_per_bit * k.burst_bits * n[list(_EXTERNAL)].sum(axis=0),
+            "controller": (k.ctrl_trx_mw * n[list(_COLUMN)].sum(axis=0)
+                           + k.ctrl_phy_mw * n.sum(axis=0)) / k.channels_per_ctrl
+            / k.freq_ghz,
+            "global_buffer": (k.gb_read_mw * n[C.WRCP] + k.gb_write_mw * (n[C.WRGB] + n[C.RDCP]))
+            / k.freq_ghz,
+        }
+        for name, values in per.items():
+            total[name] = float(np.add.accumulate(values.astype(np.float64))[-1])
     channels = len(bank_state_cycles)
     active = sum(s["active"] for s in bank_state_cycles.values()) * ns_per_cycle
     precharged = sum(s["precharged"] for s in bank_state_cycles.values()) * ns_per_cycle

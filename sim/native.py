@@ -348,17 +348,25 @@ _ONE_CHANNEL = _per_op(lambda op: int(op in (Opcode.RD_MEM, Opcode.WR_MEM)))
 _AF, _WR_CFR = OP_ID[Opcode.AF], OP_ID[Opcode.WR_CFR]
 
 
-_REVERSED_BYTE = np.array([int(f"{b:08b}"[::-1], 2) for b in range(256)], dtype=np.uint64)
+#: The per-op facts as the kernel takes them: zero where the instruction class does not use
+#: them (``final`` below SYNC, the rest outside DRAM instructions).
+_DRAM = _OP_CLASS == _OP_DRAM
+_FINAL_OF = np.where(_OP_CLASS >= _OP_SYNC, _FINAL, 0)
+_KIND_OF, _REG_MODE_OF, _BLOCKING_OF, _READER_OF = (
+    np.where(_DRAM, t, 0) for t in (_KIND, _REG_MODE, _BLOCKING, _READER))
+#: One number per distinct tuple of those per-op facts (what the cost cache keys on instead).
+_BEHAVIOUR = np.unique(np.stack((_OP_CLASS, _FINAL_OF, _KIND_OF, _REG_MODE_OF, _BLOCKING_OF,
+                                 _READER_OF)), axis=1, return_inverse=True)[1].reshape(-1)
+
+_REVERSED_16 = np.array([int(f"{b:016b}"[::-1], 2) for b in range(1 << 16)], dtype=np.uint64)
 
 
 def _reversed(mask: np.ndarray) -> np.ndarray:
     """Bit-reverse 32-bit masks (mask bit ``31 - c`` becomes bit ``c``), as uint64."""
     m = mask.astype(np.uint64)
-    out = np.zeros(len(m), dtype=np.uint64)
-    for k in range(MASK_BITS // 8):
-        byte = (m >> np.uint64(8 * k)) & np.uint64(0xFF)
-        out |= _REVERSED_BYTE[byte.astype(np.intp)] << np.uint64(MASK_BITS - 8 - 8 * k)
-    return out
+    low = (m & np.uint64(0xFFFF)).astype(np.intp)
+    high = (m >> np.uint64(16)).astype(np.intp)
+    return (_REVERSED_16[low] << np.uint64(16)) | _REVERSED_16[high]
 
 
 class Decoded:
@@ -367,43 +375,49 @@ class Decoded:
     The arrays of :data:`COLUMNS` and ``targets`` (channel bit sets), one entry per
     instruction, are everything the timing depends on: column addresses do not matter and rows
     only through which of them are equal (what :mod:`patton.sim.cost_cache` keys on).
-    ``cfr[c]`` is the value of CFR ``c`` each instruction is decoded under, ``end_cfr`` the
-    CFR tuple the program leaves.
+    ``behaviour`` numbers each instruction's tuple of the per-op columns (``op_class`` to
+    ``reader``), one to one. ``cfr[c]`` is the value of CFR ``c`` each instruction is decoded
+    under, ``end_cfr`` the CFR tuple the program leaves.
     """
 
     def __init__(self, program: Program, cfr: dict[Cfr, int], channels: int) -> None:
         op = np.asarray(program.op)
         self.n = len(op)
         self.cfr: dict[Cfr, np.ndarray] = {}
-        ends = []
-        for c in Cfr:  # forward-fill each CFR from the W CFR lines before each instruction
-            sets = (op == _WR_CFR) & (np.asarray(program.cfr) == int(c))
-            values = np.concatenate(([cfr[c]], np.asarray(program.value)[sets])).astype(np.int64)
-            before = np.cumsum(sets) - sets  # W CFRs strictly before each instruction
-            self.cfr[c] = values[before]
-            ends.append(int(values[-1]))
-        self.end_cfr = tuple(ends)
-        cls = _OP_CLASS[op]
-        dram = cls == _OP_DRAM
+        writes = op == _WR_CFR
+        if not writes.any():  # no W CFR: every instruction sees the start's CFRs
+            for c in Cfr:
+                self.cfr[c] = np.full(self.n, cfr[c], dtype=np.int64)
+            self.end_cfr = tuple(int(cfr[c]) for c in Cfr)
+        else:
+            ends = []
+            which = np.asarray(program.cfr)
+            for c in Cfr:  # forward-fill each CFR from the W CFR lines before each instruction
+                sets = writes & (which == int(c))
+                values = np.concatenate(([cfr[c]], np.asarray(program.value)[sets])).astype(
+                    np.int64)
+                before = np.cumsum(sets) - sets  # W CFRs strictly before each instruction
+                self.cfr[c] = values[before]
+                ends.append(int(values[-1]))
+            self.end_cfr = tuple(ends)
+        self.op_class = _OP_CLASS[op]
+        self.final = _FINAL_OF[op]
+        self.kind = _KIND_OF[op]
+        self.reg_mode = _REG_MODE_OF[op]
+        self.blocking = _BLOCKING_OF[op]
+        self.reader = _READER_OF[op]
+        self.behaviour = _BEHAVIOUR[op]
+        dram = _DRAM[op]
         one = _ONE_CHANNEL[op] == 1
         col = np.asarray(program.col)
         opsize = np.asarray(program.opsize)
         row = np.where(op == _AF, AF_ROW_BASE + self.cfr[Cfr.AFM], program.row)
-        cols = {
-            "op_class": cls,
-            "final": np.where(cls >= _OP_SYNC, _FINAL[op], 0),
-            "kind": np.where(dram, _KIND[op], 0),
-            "reg_mode": np.where(dram, _REG_MODE[op], 0),
-            "blocking": np.where(dram, _BLOCKING[op], 0),
-            "reader": np.where(dram, _READER[op], 0),
-            "bank": np.where(dram, program.bank, 0),
-            "row": np.where(dram, row, 0),
-            "first_col": np.where(dram, np.where(one, col, np.where(col == UNSET, 0, col)), 0),
-            "columns": np.where(dram & ((_HAS_COLUMNS[op] == 0) | (opsize == UNSET)), 1,
-                                np.where(dram, opsize, 0)),
-        }
-        for name in COLUMNS:
-            setattr(self, name, np.ascontiguousarray(cols[name], dtype=np.int64))
+        self.bank = np.where(dram, program.bank, 0).astype(np.int64, copy=False)
+        self.row = np.where(dram, row, 0).astype(np.int64, copy=False)
+        self.first_col = np.where(dram & (one | (col != UNSET)), col, 0).astype(np.int64,
+                                                                                copy=False)
+        self.columns = np.where(dram, np.where((_HAS_COLUMNS[op] == 0) | (opsize == UNSET), 1,
+                                               opsize), 0).astype(np.int64, copy=False)
         mask = np.asarray(program.channel_mask)
         bits = _reversed(np.where(mask == UNSET, 0, mask) & 0xFFFFFFFF)  # bit 31 - c: channel c
         bits &= np.uint64((1 << min(channels, MASK_BITS)) - 1)
@@ -412,7 +426,7 @@ class Decoded:
         bits[one] = 0
         bits[inside] = np.left_shift(np.uint64(1), channel[inside].astype(np.uint64))
         bits[~dram] = 0
-        self.targets = np.ascontiguousarray(bits)
+        self.targets = bits
 
     def cfr_at(self, pos: int) -> tuple[int, ...]:
         """The CFR tuple instruction ``pos`` was decoded under."""

@@ -80,9 +80,9 @@ class TimingTable:
             raise ValueError(f"timing table {name!r}: rule ids must be distinct and >= 0")
         self._by_id = {r.id: r for r in self.rules}
         # The rules are frozen: their part of :meth:`fingerprint` is made once.
-        self._rule_prints = [(r.id, r.level.name, sorted(c.name for c in r.preceding),
-                              sorted(c.name for c in r.following), r.cycles)
-                             for r in self.rules]
+        self._rule_prints = json.dumps([(r.id, r.level.name, sorted(c.name for c in r.preceding),
+                                         sorted(c.name for c in r.following), r.cycles)
+                                        for r in self.rules])
         self.params = parameters
         n = len(Command)
         after: dict[Scope, list[dict[Command, int]]] = {lv: [{} for _ in range(n)]
@@ -138,7 +138,9 @@ class TimingTable:
 
     def fingerprint(self) -> str:
         """A text that changes whenever any rule, value or parameter changes (build keys)."""
-        return json.dumps([self.name, self._rule_prints, sorted(self.params.items())])
+        # json.dumps([name, rules, params]), with the rules' part made once
+        return (f"[{json.dumps(self.name)}, {self._rule_prints}, "
+                f"{json.dumps(sorted(self.params.items()))}]")
 
     @classmethod
     def load(cls, name: str | None = None) -> TimingTable:

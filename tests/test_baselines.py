@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from patton.runtime.baselines import BASELINES, Geometry, baseline
 from patton.runtime.baselines.geometry import UNIT
+from patton.runtime.baselines.programs import Reads
 from patton.runtime.baselines.reference import sv_exact
 from patton.runtime.config import ModelSpec
 from patton.runtime.errors import BlockStateError, CapacityError, ConfigError, DoubleFree
@@ -391,3 +392,15 @@ def test_allocator_properties(name: str, ops: list[tuple[str, int, int]]) -> Non
     attend = [r for r in live if rt.table(r)]
     if attend:
         h.check_attention(attend[:3], 1)
+
+
+def test_plan_reads_made_from_columns_equal_their_tuples():
+    """A plan's read-outs arrive as columns and become tuples when first looked at."""
+    reads = Reads()
+    reads.put([np.array([0, 1]), np.array([5, 6]), np.array([7, 8])])
+    assert len(reads) == 2  # counted without making the tuples
+    reads.put([np.array([2]), np.array([9]), np.array([3])])
+    assert len(reads) == 3
+    assert list(reads) == [(0, 5, 7), (1, 6, 8), (2, 9, 3)] and reads[2] == (2, 9, 3)
+    assert reads == [(0, 5, 7), (1, 6, 8), (2, 9, 3)] and reads != [(0, 5, 7)]
+    assert all(type(x) is int for x in reads[0])

@@ -8,7 +8,10 @@ import numpy as np
 import pytest
 from patton.sim.cost_cache import CostCache, CostMismatch
 from patton.sim.cycle_model import CycleModel, DeviceState
+from patton.sim.device import AF_ROW_BASE, DEVICE
 from patton.sim.energy import energy
+from patton.sim.isa import Cfr, Instruction, Opcode, channel_bit
+from patton.sim.program import Program
 from patton.sim.random_programs import random_program
 from patton.sim.serving.decode_steps import decode_steps, prefilled
 
@@ -111,3 +114,23 @@ def test_capacity_drops_the_least_recent():
         cache.run(p)
     cache.run(programs[0])  # dropped: simulated again
     assert cache.misses == 4 and len(cache._costs) == 2
+
+
+def test_one_program_run_under_other_cfrs_is_decoded_again():
+    """The cache decodes a program once for the runs that follow one another, but only under
+    the same CFRs: an AF's row is the LUT row of the AF mode, a row hit under one mode and a
+    conflict under another."""
+    program = Program.of([Instruction(Opcode.AF, channel_mask=channel_bit(0)),
+                          Instruction(Opcode.EOC)])
+    rows = ((AF_ROW_BASE + 1,) * DEVICE.banks,) + ((-1,) * DEVICE.banks,) * (DEVICE.channels - 1)
+    reset = DeviceState.reset()
+    cache = CostCache()
+    costs = []
+    for afm in (1, 0, 1):
+        cfr = list(reset.cfr)
+        cfr[Cfr.AFM] = afm
+        state = DeviceState(rows, reset.reg_mode, tuple(cfr))
+        cost = cache.run(program, state)
+        assert _cost(cost) == _cost(CycleModel().run(program, state))
+        costs.append(cost.cycles)
+    assert costs[0] < costs[1] and costs[2] == costs[0]  # the hit is faster than the conflict

@@ -124,3 +124,26 @@ def test_kernel_build_errors_are_clear(monkeypatch, tmp_path):
     monkeypatch.delenv("CC")
     with pytest.raises(native.KernelError, match="cannot build the cycle kernel in .*file"):
         native._compile(blocker / "native" / "k.so")
+
+
+@pytest.mark.parametrize("frontend", ["shared", "per_channel"])
+@pytest.mark.parametrize("seed", range(4))
+def test_kernel_on_deep_conventional_buffers(seed, frontend):
+    """Hundreds of one-channel writes and reads on two banks and three rows of two channels:
+    deep write and read buffers that wait on row conflicts, write-mode switches and refused
+    sends, where the kernel skips requests an earlier scan found unready (cycle_kernel.c,
+    ``scan_t``). Everything the Python model reports, cycle for cycle."""
+    rng = np.random.default_rng(100 + seed)
+    program = []
+    for _ in range(300):
+        write = rng.random() < 0.7
+        program.append(Instruction(
+            Opcode.WR_MEM if write else Opcode.RD_MEM, channel=int(rng.integers(2)),
+            bank=int(rng.integers(2)), row=int(rng.integers(3)),
+            col=int(rng.integers(DEVICE.columns)), data=np.zeros(16, np.uint16) if write else None))
+    program.append(Instruction(Opcode.EOC))
+    state = _state(rng) if seed % 2 else None
+    options = {"record": True, "drain": True, "frontend": frontend}
+    plain = _signature(CycleModel(native=False, skip=False, group=False, **options)
+                       .run(program, state))
+    assert _signature(CycleModel(**options).run(program, state)) == plain

@@ -33,3 +33,17 @@ def test_standby_per_channel_versus_cent():
     assert ours == pytest.approx(32 * one_channel)
     with pytest.raises(ValueError, match="standby must be"):
         energy(counts, states, 4000, standby="mean")
+
+
+def test_channels_add_up():
+    """Every command component of a run is the sum of its channels' (the static and standby
+    terms follow the channel count and the run's length instead)."""
+    counts = {0: {"ACT": 3, "RD": 5, "MAC16": 7}, 3: {"WR": 2, "WRGB": 4, "ACT16": 1},
+              9: {"RDCP": 1, "WRCP": 2, "EWMUL16": 8, "MAC": 3}}
+    idle = {"active": 0, "precharged": 0, "idle": 0}
+    whole = energy(counts, {ch: idle for ch in counts}, 0).components
+    parts = [energy({ch: c}, {ch: idle}, 0).components for ch, c in counts.items()]
+    for name in ("act", "read", "write", "pim", "dq", "controller", "global_buffer"):
+        assert whole[name] == pytest.approx(sum(p[name] for p in parts), rel=1e-12)
+        assert whole[name] > max(p[name] for p in parts)  # two channels or more add to each
+    assert energy({}, {}, 0).total == 0.0

@@ -45,7 +45,7 @@ from patton.runtime.baselines.geometry import UNIT, Geometry
 from patton.sim.isa import MASK_BITS, Opcode, channel_bit
 from patton.sim.program import FIELDS, OP_ID, UNSET, Program, Readout
 
-__all__ = ["Job", "QkPlan", "SvPlan", "key_writes", "value_writes", "token_value_writes",
+__all__ = ["Job", "Reads", "QkPlan", "SvPlan", "key_writes", "value_writes", "token_value_writes",
            "qk_program", "sv_program", "empty"]
 
 _GB, _BIAS, _MAC, _RD, _W, _ABK = (OP_ID[o] for o in (
@@ -206,11 +206,53 @@ class Job:
     value: np.ndarray  # (units, 2)
 
 
+class Reads(Sequence):
+    """A plan's read-outs, one tuple of ints each, in order.
+
+    A program's builder hands them over as columns (:meth:`put`, one array per tuple field);
+    the tuples are made when first looked at, so a caller that only costs the program (and
+    never decodes its read-outs) does not pay for them.
+    """
+
+    __slots__ = ("_columns", "_items")
+
+    def __init__(self, items: Sequence[tuple[int, ...]] = ()) -> None:
+        self._columns: list[np.ndarray] = []
+        self._items = list(items)
+
+    def put(self, columns: Sequence[np.ndarray]) -> None:
+        """Append the read-outs whose fields are ``columns`` (equal lengths)."""
+        if self._columns:
+            self._made()
+        self._columns = list(columns)
+
+    def _made(self) -> list[tuple[int, ...]]:
+        if self._columns:
+            self._items.extend(zip(*(c.tolist() for c in self._columns)))
+            self._columns = []
+        return self._items
+
+    def __len__(self) -> int:
+        return len(self._items) + (len(self._columns[0]) if self._columns else 0)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        return self._made()[i]
+
+    def __iter__(self):
+        return iter(self._made())
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    def __repr__(self) -> str:
+        return f"Reads({self._made()!r})"
+
+
 @dataclass(frozen=True, slots=True)
 class QkPlan:
     """How one request's QK^T read-outs decode: per read-out, ``(head, channel, unit)``."""
 
-    reads: list[tuple[int, int, int]]
+    reads: Reads
     blocks: int  # table length
     block_size: int  # tokens per block
 
@@ -243,7 +285,7 @@ class SvPlan:
     the reference sums in the same order).
     """
 
-    reads: list[tuple[int, int, int, int]]
+    reads: Reads
     segments: dict[tuple[int, int], list[tuple[tuple[int, ...], ...]]]
     blocks: int
     block_size: int
@@ -418,16 +460,16 @@ def _lockstep(step: np.ndarray, bits: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
 
 def _deal_reads(plans: Sequence[QkPlan | SvPlan], atoms: np.ndarray, index: np.ndarray,
-                *fields: np.ndarray) -> list[int]:
+                *fields: np.ndarray) -> np.ndarray:
     """Append to each request's plan (``index``, per atom) the ``fields`` (per atom) of its
     read-outs, read-out ``r`` being atom ``atoms[r]``; return the read-outs' requests."""
     owner = index[atoms]
     o = atoms[np.argsort(owner, kind="stable")]
     cuts = np.searchsorted(index[o], np.arange(len(plans) + 1)).tolist()
-    reads = list(zip(*(f[o].tolist() for f in fields)))
+    columns = [f[o] for f in fields]
     for plan, lo, hi in zip(plans, cuts[:-1], cuts[1:]):
-        plan.reads.extend(reads[lo:hi])
-    return owner.tolist()
+        plan.reads.put([c[lo:hi] for c in columns])
+    return owner
 
 
 def qk_program(g: Geometry, layer: int, jobs: Sequence[Job], queries: np.ndarray,
@@ -444,7 +486,7 @@ def qk_program(g: Geometry, layer: int, jobs: Sequence[Job], queries: np.ndarray
     length; a request's read-outs interleave with others', :func:`deal` splits them.
     """
     e, cols = g.bursts, g.device.gb_columns
-    plans = [QkPlan([], b, g.block_size) for b in blocks]
+    plans = [QkPlan(Reads(), b, g.block_size) for b in blocks]
     u = _Units.of(jobs, "key")
     if not len(u.job):
         return empty(), _Dealt.wrap(plans, [])
@@ -500,7 +542,7 @@ def sv_program(g: Geometry, layer: int, jobs: Sequence[Job], probs: np.ndarray,
     and one ``RD_MAC`` to them all. ``aligned`` as in :func:`qk_program`.
     """
     rv, w = g.v_rows, g.device.columns
-    plans = [SvPlan([], {}, b, g.block_size) for b in blocks]
+    plans = [SvPlan(Reads(), {}, b, g.block_size) for b in blocks]
     u = _Units.of(jobs, "value")
     if not len(u.job):
         return empty(), _Dealt.wrap(plans, [])
@@ -609,12 +651,19 @@ def _shapes(seg: np.ndarray, rrow: np.ndarray, rcol: np.ndarray,
 class _Dealt(list):
     """The plans of a batch, with the request each read-out of the program belongs to."""
 
-    order: list[int]  # per read-out: the request's batch position
+    _order: np.ndarray | list[int]
+
+    @property
+    def order(self) -> list[int]:
+        """Per read-out: the request's batch position."""
+        if isinstance(self._order, np.ndarray):
+            self._order = self._order.tolist()
+        return self._order
 
     @classmethod
-    def wrap(cls, plans: list, order: list[int]) -> _Dealt:
+    def wrap(cls, plans: list, order: np.ndarray | list[int]) -> _Dealt:
         out = cls(plans)
-        out.order = order
+        out._order = order
         return out
 
 

@@ -2,10 +2,12 @@
  *
  * The same semantics, line for line, as the Python model run with ``skip=False`` (every
  * controller ticked every cycle): read those two files for what each step means; this file
- * only restates them over flat arrays. The single shortcut is exact by construction: a
+ * only restates them over flat arrays. Two shortcuts are exact by construction: a
  * controller that holds nothing is not ticked (its tick would only count an idle cycle and
- * set the write mode; both are done when a send wakes it). Identical channels are simulated
- * once and split on a partial target, as in the Python model.
+ * set the write mode; both are done when a send wakes it), and a buffer scan that found no
+ * request ready is remembered until the next issue (``scan_t``: until then the times its
+ * requests wait for do not change, so later scans skip them until the earliest). Identical
+ * channels are simulated once and split on a partial target, as in the Python model.
  *
  * Two front ends decode the program (config ``frontend``): the shared AiM DMA (dma, decode)
  * and the opt-in per-channel one (dma_each, decode_each), _Run._dma and _Run._dma_each.
@@ -102,6 +104,11 @@ typedef struct {
 /* A list of request slots; FIFOs pop from ``start``. */
 typedef struct { int32_t *v; i64 start, n, cap; } list_t;
 
+/* What a scan of a buffer found (see ``unready``): in issue ``epoch``, its first ``n``
+ * requests are not ready before clock ``min``. */
+typedef struct { i64 epoch, n, min; } scan_t;
+enum { SCAN_ACTIVE = 0, SCAN_READS = 1, SCAN_WRITES = 2 };
+
 typedef struct {
     u64 members;
     i64 nmembers;
@@ -110,6 +117,8 @@ typedef struct {
     i64 same_row;   /* with open_mask: the row every open bank is on, or MIXED */
     i64 writes_due; /* the earliest depart in pending_writes (NEVER if empty) */
     int reg_mode, write_mode;
+    i64 epoch;      /* issues so far: rows and timing windows change only with an issue */
+    scan_t scan[3]; /* of active, reads, writes (SCAN_*) */
     list_t aim, reads, writes, active, pending_reads, pending_writes, remaining, free;
     req_t *pool;
     i64 pool_cap;
@@ -210,6 +219,7 @@ static int ctl_init(ctl_t *c, const config_t *cfg, u64 members) {
     c->open_row = zeros(cfg->banks, -1);
     c->counts = zeros(cfg->commands, 0);
     c->writes_due = NEVER;
+    for (int i = 0; i < 3; i++) c->scan[i].epoch = -1;
     return c->ch_ready && c->bg_ready && c->bank_ready && c->open_row && c->counts;
 }
 
@@ -230,6 +240,7 @@ static i64 *dup(const i64 *p, i64 n) {
 /* A deep copy: the new controller's requests are its own (Python: ChannelController.split). */
 static int ctl_clone(ctl_t *dst, const ctl_t *src, const config_t *cfg) {
     *dst = *src;
+    for (int i = 0; i < 3; i++) dst->scan[i].epoch = -1;
     dst->ch_ready = dup(src->ch_ready, cfg->commands);
     dst->bg_ready = dup(src->bg_ready, cfg->bankgroups * cfg->commands);
     dst->bank_ready = dup(src->bank_ready, cfg->banks * cfg->commands);
@@ -367,6 +378,7 @@ static int record_issue(run_t *run, const ctl_t *c, i64 command, const req_t *r,
 /* ChannelController._issue: timing windows, row state, counts and the record. */
 static int ctl_issue(run_t *run, ctl_t *c, i64 command, const req_t *r, i64 clk) {
     const config_t *cfg = run->cfg;
+    c->epoch += 1;
     apply_after(c->ch_ready, cfg, 0, command, clk);
     if (r->bank >= 0) {
         apply_after(c->bg_ready + r->bg * cfg->commands, cfg, 1, command, clk);
@@ -418,9 +430,11 @@ static int ctl_send(ctl_t *c, int32_t slot, i64 clk) {
 }
 
 /* ChannelController._best: FR-FCFS (ready first, then oldest; ties keep buffer order). */
-static int32_t best(ctl_t *c, const config_t *cfg, const list_t *buffer, i64 clk, int *ready) {
+static int32_t best(ctl_t *c, const config_t *cfg, const list_t *buffer, scan_t *scan, i64 clk,
+                    int *ready) {
     int32_t b = -1;
     int b_ready = 0;
+    i64 soonest = NEVER;
     for (i64 i = 0; i < list_len(buffer); i++) {
         req_t *r = &c->pool[list_at(buffer, i)];
         r->command = (int)preq(c, cfg, r);
@@ -428,27 +442,47 @@ static int32_t best(ctl_t *c, const config_t *cfg, const list_t *buffer, i64 clk
     for (i64 i = 0; i < list_len(buffer); i++) {
         int32_t slot = list_at(buffer, i);
         req_t *r = &c->pool[slot];
-        int rd = clk >= ready_at(c, cfg, r->command, r);
+        i64 t = ready_at(c, cfg, r->command, r);
+        int rd = clk >= t;
+        if (t < soonest) soonest = t;
         if (b < 0) { b = slot; b_ready = rd; }
         else if (rd != b_ready) { if (rd) { b = slot; b_ready = rd; } }
         else if (c->pool[b].arrive > r->arrive) { b = slot; b_ready = rd; }
     }
+    if (!b_ready) *scan = (scan_t){c->epoch, list_len(buffer), soonest};
     *ready = b_ready;
     return b;
+}
+
+/* True if a scan of ``buffer`` in this epoch found all its requests unready before a later
+ * clock than ``clk``: none is ready now (the rows and timing windows they wait on change only
+ * with an issue, and a buffer loses requests only by one). */
+static inline int unready(const ctl_t *c, const scan_t *scan, const list_t *buffer, i64 clk) {
+    return scan->epoch == c->epoch && scan->n == list_len(buffer) && clk < scan->min;
 }
 
 /* ``best`` for the read or write buffer, which holds its requests in order of arrival (sends
  * come in cycle order, and removals keep the order): the oldest ready one is the first ready
  * one, and if none is ready, the oldest is the first. Only the chosen one's ``command`` is set
  * (no other is read before the next tick sets it again). */
-static int32_t best_arrived(ctl_t *c, const config_t *cfg, const list_t *buffer, i64 clk,
-                            int *ready) {
-    for (i64 i = 0; i < list_len(buffer); i++) {
+static int32_t best_arrived(ctl_t *c, const config_t *cfg, const list_t *buffer, scan_t *scan,
+                            i64 clk, int *ready) {
+    /* requests join at the back, so a scan of this epoch that found the first ``n`` unready
+     * before a later clock lets this one start past them */
+    i64 i = 0, soonest = NEVER;
+    if (scan->epoch == c->epoch && scan->n <= list_len(buffer) && clk < scan->min) {
+        i = scan->n;
+        soonest = scan->min;
+    }
+    for (; i < list_len(buffer); i++) {
         int32_t slot = list_at(buffer, i);
         req_t *r = &c->pool[slot];
         r->command = (int)preq(c, cfg, r);
-        if (clk >= ready_at(c, cfg, r->command, r)) { *ready = 1; return slot; }
+        i64 t = ready_at(c, cfg, r->command, r);
+        if (clk >= t) { *ready = 1; return slot; }
+        if (t < soonest) soonest = t;
     }
+    *scan = (scan_t){c->epoch, list_len(buffer), soonest};
     int32_t first = list_at(buffer, 0);
     req_t *r = &c->pool[first];
     r->command = (int)preq(c, cfg, r);
@@ -545,8 +579,11 @@ static int ctl_tick(run_t *run, ctl_t *c, i64 clk) {
     list_t *buffer = NULL;
     int32_t slot = -1;
     if (list_len(&c->active)) {
-        slot = best(c, cfg, &c->active, clk, &found);
         buffer = &c->active;
+        if (unready(c, &c->scan[SCAN_ACTIVE], buffer, clk))
+            slot = list_at(buffer, 0); /* not found: the slot is not used */
+        else
+            slot = best(c, cfg, buffer, &c->scan[SCAN_ACTIVE], clk, &found);
     }
     if (!found) {
         if (list_len(&c->aim)) {
@@ -567,7 +604,10 @@ static int ctl_tick(run_t *run, ctl_t *c, i64 clk) {
             set_write_mode(c);
             buffer = c->write_mode ? &c->writes : &c->reads;
             from_aim = 0;
-            if (list_len(buffer)) slot = best_arrived(c, cfg, buffer, clk, &found);
+            if (list_len(buffer))
+                slot = best_arrived(c, cfg, buffer,
+                                    &c->scan[c->write_mode ? SCAN_WRITES : SCAN_READS], clk,
+                                    &found);
         }
     }
     if (found && cfg->closing[c->pool[slot].command]) {
@@ -609,15 +649,20 @@ static int ctl_tick(run_t *run, ctl_t *c, i64 clk) {
  * that is ready but was held back (a closing command against the active buffer) waits for a
  * change, which only an issue or a send makes. Cf. ChannelController.plan, which is finer;
  * this is the conservative form (every due write and both conventional buffers count). */
-static i64 plan(const ctl_t *c, const config_t *cfg, i64 clk) {
+static i64 plan(ctl_t *c, const config_t *cfg, i64 clk) {
     i64 nxt = NEVER;
     if (list_len(&c->pending_reads)) {
         const req_t *head = &c->pool[list_at(&c->pending_reads, 0)];
         if (head->depart > clk) nxt = head->depart;
     }
     if (c->writes_due < nxt) nxt = c->writes_due;
-    const list_t *lists[3] = {&c->active, &c->reads, &c->writes};
+    const list_t *lists[3] = {&c->active, &c->reads, &c->writes}; /* SCAN_* order */
     for (int l = 0; l < 3; l++) {
+        scan_t *scan = &c->scan[l];
+        if (unready(c, scan, lists[l], clk)) { /* every request's time is >= scan->min > clk */
+            if (scan->min < nxt) nxt = scan->min;
+            continue;
+        }
         for (i64 i = 0; i < list_len(lists[l]); i++) {
             const req_t *r = &c->pool[list_at(lists[l], i)];
             i64 t = ready_at(c, cfg, preq(c, cfg, r), r);
