@@ -86,6 +86,15 @@ def _stacked(ax: Any, bars: dict[str, dict[str, dict[str, float | None]]],
     ax.axhline(1.0, color="black", linewidth=0.5)
 
 
+def _headroom(axes: list[Any], room: float = 0.4) -> None:
+    """Give ``axes`` one y range, with ``room`` (a share of it) above the tallest bar for a
+    legend."""
+    bottom = min(ax.get_ylim()[0] for ax in axes)
+    top = max(ax.get_ylim()[1] for ax in axes)
+    for ax in axes:
+        ax.set_ylim(bottom, top + room * (top - bottom))
+
+
 def _parts(per_model: dict[str, Any], what: str, stack: tuple[str, ...],
            runtimes: tuple[str, ...]) -> dict[str, dict[str, dict[str, float | None]]]:
     """The ``stack`` of ``what`` ("latency" or "energy") per model and runtime."""
@@ -109,6 +118,7 @@ def fig7(record: dict[str, Any], path: Path) -> Path:
                      f"all: {_x(record[key]['all'])}, paper {paper.FIG7[key]['all']}x)",
                      fontsize=9)
         if k == 0:
+            _headroom([ax])
             ax.legend(fontsize=7, ncols=4, loc="upper left")
     return _save(fig, path)
 
@@ -121,6 +131,7 @@ def fig8(record: dict[str, Any], path: Path) -> Path:
                 for d in record["per_model"][f].values())
     rows = 3 if split else 2
     fig = _figure(12, 3.5 * rows)
+    panels: dict[int, list[Any]] = {}  # per row of the figure, its panels
     for c, f in enumerate(FRONTENDS):
         rec = record[f]
         if split:
@@ -131,8 +142,7 @@ def fig8(record: dict[str, Any], path: Path) -> Path:
             ax.set_ylabel("attention energy by component")
             ax.set_title(f"Fig. 8, {f} front end: energy by component, normalised to "
                          "PATTON's", fontsize=9)
-            if c == 0:
-                ax.legend(fontsize=7, ncols=4, loc="upper left")
+            panels.setdefault(2, []).append(ax)
         for k, what in enumerate(("latency", "energy")):
             ax = fig.add_subplot(rows, 2, 2 * k + c + 1)
             means = {"patton-wo-cz": _inverse(rec[f"{what}_reduction_vs_wo_cz"]),
@@ -147,8 +157,12 @@ def fig8(record: dict[str, Any], path: Path) -> Path:
                          f"{_x(rec['value_write_speedup_vs_wo_cz'])} faster than wo-CZ, "
                          f"paper 5x)" if what == "latency" else
                          f"Fig. 8, {f} front end: {what}", fontsize=9)
-            if (c, k) == (0, 0):
-                ax.legend(fontsize=7, ncols=3, loc="upper left")
+            panels.setdefault(k, []).append(ax)
+    for k, axes in panels.items():  # the front ends side by side on one scale
+        legend = k != 1  # the energy row has the latency row's parts
+        _headroom(axes, 0.4 if legend else 0.0)
+        if legend:
+            axes[0].legend(fontsize=7, ncols=3 if k == 0 else 4, loc="upper left")
     return _save(fig, path)
 
 
