@@ -358,7 +358,9 @@ _KIND_OF, _REG_MODE_OF, _BLOCKING_OF, _READER_OF = (
 _BEHAVIOUR = np.unique(np.stack((_OP_CLASS, _FINAL_OF, _KIND_OF, _REG_MODE_OF, _BLOCKING_OF,
                                  _READER_OF)), axis=1, return_inverse=True)[1].reshape(-1)
 
-_REVERSED_16 = np.array([int(f"{b:016b}"[::-1], 2) for b in range(1 << 16)], dtype=np.uint64)
+_REVERSED_8 = np.array([int(f"{b:08b}"[::-1], 2) for b in range(256)], dtype=np.uint64)
+_REVERSED_16 = (_REVERSED_8[np.arange(1 << 16) & 0xFF] << np.uint64(8)) | \
+    _REVERSED_8[np.arange(1 << 16) >> 8]
 
 
 def _reversed(mask: np.ndarray) -> np.ndarray:
