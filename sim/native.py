@@ -199,10 +199,19 @@ class _Tables:
         self.bank_preq = flags(lambda c: c in BANK_ROW_COMMANDS)
         self.all_rows_preq = flags(lambda c: c in ALL_ROWS_COMMANDS)
         self.device = device
+        self._configs: dict[tuple[bool, bool, str], _Config] = {}
         if (self.after_gap < 0).any():  # the kernel's checkpoints rely on it (``ahead``)
             raise KernelError("a timing rule with a negative gap")
 
     def config(self, record: bool, drain: bool, frontend: str) -> _Config:
+        """The kernel's configuration (made once per setting: the kernel only reads it)."""
+        key = (record, drain, frontend)
+        made = self._configs.get(key)
+        if made is None:
+            made = self._configs[key] = self._config(record, drain, frontend)
+        return made
+
+    def _config(self, record: bool, drain: bool, frontend: str) -> _Config:
         dev = self.device
         return _Config(
             dev.channels, dev.banks, dev.banks_per_group, dev.bankgroups, len(Command),
@@ -421,7 +430,9 @@ class Decoded:
         self.columns = np.where(dram, np.where((_HAS_COLUMNS[op] == 0) | (opsize == UNSET), 1,
                                                opsize), 0).astype(np.int64, copy=False)
         mask = np.asarray(program.channel_mask)
-        bits = _reversed(np.where(mask == UNSET, 0, mask) & 0xFFFFFFFF)  # bit 31 - c: channel c
+        bits = np.zeros(self.n, dtype=np.uint64)
+        masked = np.flatnonzero(dram & ~one & (mask != UNSET) & (mask != 0))
+        bits[masked] = _reversed(mask[masked] & 0xFFFFFFFF)  # bit 31 - c: channel c
         bits &= np.uint64((1 << min(channels, MASK_BITS)) - 1)
         channel = np.asarray(program.channel)
         inside = one & (channel >= 0) & (channel < channels)
