@@ -199,13 +199,13 @@ class _Tables:
         self.bank_preq = flags(lambda c: c in BANK_ROW_COMMANDS)
         self.all_rows_preq = flags(lambda c: c in ALL_ROWS_COMMANDS)
         self.device = device
-        self._configs: dict[tuple[bool, bool, str], _Config] = {}
+        self._configs: dict[tuple[bool, bool, str, int], _Config] = {}
         if (self.after_gap < 0).any():  # the kernel's checkpoints rely on it (``ahead``)
             raise KernelError("a timing rule with a negative gap")
 
     def config(self, record: bool, drain: bool, frontend: str) -> _Config:
         """The kernel's configuration (made once per setting: the kernel only reads it)."""
-        key = (record, drain, frontend)
+        key = (record, drain, frontend, STALL_LIMIT)
         made = self._configs.get(key)
         if made is None:
             made = self._configs[key] = self._config(record, drain, frontend)
