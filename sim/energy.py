@@ -83,7 +83,7 @@ def energy(command_counts: dict[int, dict[str, int]],
     ns_per_cycle = float(params()["cycle_ns"])
     total = dict.fromkeys(COMPONENTS, 0.0)
     if command_counts:
-        # one row per channel, one column per command; every term is computed per channel as
+        # one row per command, one column per channel; every term is computed per channel as
         # the formulas in docs/energy.md write it, and the channels are summed in order (a
         # left fold, as a loop over the channels would)
         where = [(i, _INDEX[name], count) for i, counts in enumerate(command_counts.values())
