@@ -168,9 +168,16 @@ def markdown(records: dict[str, Any], *, command: str = "", wall_seconds: float 
     """Return the report of ``records`` (keyed by figure) as markdown text."""
     lines = ["# `patton repro`: the paper's evaluation, reproduced", ""]
     if command:
-        lines.append(f"Command: `{command}`" + (f" ({wall_seconds:.0f} s)"
+        lines.append(f"Command: `{command}`" + (f" ({wall_seconds:.0f} s of wall time)"
                                                  if wall_seconds is not None else ""))
         lines.append("")
+    counted = {f: r for f, r in records.items() if "tasks" in r and "task_seconds" in r}
+    if counted:
+        lines += ["Tasks per figure and their own wall time, summed (a task two figures share "
+                  "counts in both; with `--resume`, tasks taken from the store count with the "
+                  "time they took then): " + ", ".join(
+                      f"{f} {r['tasks']} ({r['task_seconds']:,.0f} s)"
+                      for f, r in counted.items()) + ".", ""]
     if quick:
         lines += [("**--quick**: a pipeline check (a few hundred steps, two models); the "
                    "numbers are not the evaluation's."), ""]

@@ -1,11 +1,17 @@
 """Run tasks: in this process, in local worker processes, or on a Ray cluster.
 
 :func:`execute` runs every task once (equal tasks are one) and returns their results in the
-order given. ``workers`` 1 runs them one after the other in this process; more runs them in a
-``concurrent.futures.ProcessPoolExecutor(max_workers=workers)`` (the heaviest first, by
-``Task.weight``), and ``ray`` (an address, or
-``"local"`` for a Ray instance started here) sends them to Ray as remote tasks. Ray is an
-optional extra (``pip install 'patton-testbench[ray]'``), imported only then.
+order given. ``workers`` 1 runs them one after the other in this process; more runs them in
+``workers`` worker processes (one ``concurrent.futures.ProcessPoolExecutor(max_workers=1)``
+each), and ``ray`` (an address, or ``"local"`` for a Ray instance started here) sends them to
+Ray as remote tasks. Ray is an optional extra (``pip install 'patton-testbench[ray]'``),
+imported only then.
+
+A process keeps the cycle model's costs across the tasks it runs (``run_cost.costs``), so
+the order matters: a free worker, or this process, takes the task that shares most with the
+one it ran last (:func:`patton.eval.tasks.affinity`: Qwen3-8B after Llama-3-8B, the same
+runtime and front end) and least with what the other workers run, then the heaviest
+(``Task.weight``). Ray tasks go out heaviest first, with no such choice.
 
 With a :class:`~patton.eval.store.Store`, every task is stored as soon as it finishes; tasks
 whose results are ``known`` (what a store held, for ``--resume``) are not run again.
@@ -26,7 +32,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from patton.eval.store import Store
-from patton.eval.tasks import Task, TaskError, run
+from patton.eval.tasks import Task, TaskError, affinity, run
 
 __all__ = ["RayUnavailable", "execute", "unique"]
 
@@ -128,48 +134,99 @@ def execute(tasks: Sequence[Task], *, workers: int = 2, ray: str | None = None,
 Done = Callable[[int, dict[str, Any]], None]
 
 
+def _shared(a: tuple, b: tuple) -> int:
+    """How many leading parts two affinities share."""
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _pick(left: list[int], todo: Sequence[Task], last: tuple, others: Sequence[tuple]) -> int:
+    """Take from ``left`` (indices, heaviest first) the task a worker runs next.
+
+    ``last``: the affinity of the task the worker ran last; ``others``: those the other
+    workers are running. The task sharing most with ``last`` wins (its costs are in the
+    worker's cache), then the one sharing least with ``others`` (it would find theirs in
+    their caches, not this one's), then the heaviest.
+    """
+    def score(k: int) -> tuple[int, int]:
+        mine = affinity(todo[left[k]])
+        return (_shared(mine, last), -max((_shared(mine, o) for o in others), default=0))
+
+    best = max(range(len(left)), key=score)  # the first best: the heaviest of them
+    return left.pop(best)
+
+
+def _heaviest_first(todo: Sequence[Task]) -> list[int]:
+    return sorted(range(len(todo)), key=lambda i: -todo[i].weight)
+
+
 def _inline(todo: list[Task], bars: _Bars, done: Done) -> list[dict[str, Any]]:
-    out = []
-    for i, task in enumerate(todo):
+    out: list[dict[str, Any] | None] = [None] * len(todo)
+    left, last = _heaviest_first(todo), ()
+    while left:
+        i = _pick(left, todo, last, ())
+        last = affinity(todo[i])
         try:
-            out.append(run(task, lambda n, i=i: bars.update(i, n)))
+            out[i] = run(todo[i], lambda n, i=i: bars.update(i, n))
         except Exception as e:
-            raise _named(task, e) from e
-        done(i, out[-1])
+            raise _named(todo[i], e) from e
+        done(i, out[i])  # type: ignore[arg-type]
         bars.finish(i)
-    return out
+    return out  # type: ignore[return-value]
 
 
 def _pool(todo: list[Task], workers: int, bars: _Bars, done: Done) -> list[dict[str, Any]]:
+    """Run ``todo`` on ``workers`` processes, each fed its next task when it is free (by
+    :func:`_pick`: the worker's own cost cache decides, then the weight)."""
     out: list[dict[str, Any] | None] = [None] * len(todo)
+    count = min(workers, len(todo))
+    left = _heaviest_first(todo)
+    last: list[tuple] = [()] * count
+    busy: dict[int, tuple] = {}  # worker -> affinity of the task it runs
     with multiprocessing.Manager() as manager:
         q = manager.Queue()
-        with cf.ProcessPoolExecutor(max_workers=min(workers, len(todo))) as pool:
-            # heaviest first: the longest task does not start last
-            order = sorted(range(len(todo)), key=lambda i: -todo[i].weight)
-            futures = {pool.submit(run, todo[i], _Report(q, i)): i for i in order}
-            pending = set(futures)
-            try:
-                while pending:
-                    finished, pending = cf.wait(pending, timeout=POLL,
-                                                return_when=cf.FIRST_COMPLETED)
-                    _drain(q, bars)
-                    for f in finished:
-                        i = futures[f]
-                        error = f.exception()
-                        if error is not None:
-                            raise _named(todo[i], error) from error
-                        out[i] = f.result()
-                        done(i, out[i])
-                        bars.finish(i)
-            except BaseException:
-                # A failure (or ^C) ends the run: drop what has not started and stop the
-                # workers still running a task (our own processes) rather than wait for them.
+        pools = [cf.ProcessPoolExecutor(max_workers=1) for _ in range(count)]
+        running: dict[cf.Future, tuple[int, int]] = {}  # future -> (worker, task)
+
+        def start(w: int) -> None:
+            if not left:
+                busy.pop(w, None)
+                return
+            i = _pick(left, todo, last[w], [a for v, a in busy.items() if v != w])
+            last[w] = busy[w] = affinity(todo[i])
+            running[pools[w].submit(run, todo[i], _Report(q, i))] = (w, i)
+
+        try:
+            for w in range(count):
+                start(w)
+            while running:
+                finished, _ = cf.wait(running, timeout=POLL, return_when=cf.FIRST_COMPLETED)
+                _drain(q, bars)
+                for f in finished:
+                    w, i = running.pop(f)
+                    error = f.exception()
+                    if error is not None:
+                        raise _named(todo[i], error) from error
+                    out[i] = f.result()
+                    done(i, out[i])  # type: ignore[arg-type]
+                    bars.finish(i)
+                    start(w)
+            _drain(q, bars)
+        except BaseException:
+            # A failure (or ^C) ends the run: drop what has not started and stop the
+            # workers still running a task (our own processes) rather than wait for them.
+            for pool in pools:
                 pool.shutdown(wait=False, cancel_futures=True)
                 for process in list(getattr(pool, "_processes", {}).values()):
                     process.terminate()
-                raise
-            _drain(q, bars)
+            raise
+        finally:
+            for pool in pools:
+                pool.shutdown()
     assert all(r is not None for r in out)
     return out  # type: ignore[return-value]
 
@@ -200,7 +257,7 @@ def _ray(todo: list[Task], address: str, bars: _Bars, done: Done) -> list[dict[s
                                  f"{e}") from None
     try:
         remote = ray_module.remote(run)
-        order = sorted(range(len(todo)), key=lambda i: -todo[i].weight)
+        order = _heaviest_first(todo)
         index = {remote.remote(todo[i]): i for i in order}
         refs = list(index)
         out: list[dict[str, Any] | None] = [None] * len(todo)

@@ -48,6 +48,7 @@ __all__ = [
     "Task",
     "TaskError",
     "ValueWriteTask",
+    "affinity",
     "benchmark",
     "conversations",
     "describe",
@@ -205,6 +206,25 @@ class ValueWriteTask:
 Task = CostTask | HitTask | FragmentationTask | ValueWriteTask
 
 Progress = Callable[[int], object]
+
+
+def affinity(task: Task) -> tuple:
+    """What ``task`` shares with other tasks through a worker's cost cache, most shared first.
+
+    A cost task's front end, then its attention shape with its workload, then its runtime:
+    Qwen3-8B and Llama-3-8B (OPT-6.7B and Qwen1.5-7B) serving one workload issue the same
+    programs at other rows, which the process's cost cache holds once simulated
+    (``run_cost.costs``); the runner gives a worker the task that shares the longest prefix
+    with the one it ran last. The other tasks share nothing: ``()``.
+    """
+    if not isinstance(task, CostTask):
+        return ()
+    from patton.runtime.config import MODELS
+
+    spec = MODELS[task.model]
+    return (task.frontend, (spec.kv_heads, spec.q_heads, spec.d_head, task.clients, task.pool,
+                            task.max_model_len, task.conversations, task.max_message_tokens,
+                            task.steps), task.runtime)
 
 
 def run(task: Task, progress: Progress | None = None) -> dict[str, Any]:

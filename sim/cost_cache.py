@@ -49,11 +49,19 @@ class CostMismatch(AssertionError):
     """A cached cost differs from a full simulation of the same program (a bug: report it)."""
 
 
+#: One channel's counts as ``(name, count)`` pairs (a dict's items, in its order).
+_Items = tuple[tuple[str, int], ...]
+
+
 @dataclass(frozen=True, slots=True)
 class _Cost:
+    """A stored cost. Its parts are interned (:meth:`CostCache._shared`): channels and
+    programs mostly repeat each other's counts and rows, and a long serving run keeps 10^5
+    costs."""
+
     cycles: int
-    command_counts: dict[int, dict[str, int]]
-    bank_state_cycles: dict[int, dict[str, int]]
+    command_counts: tuple[tuple[int, _Items], ...]  # (channel, its counts)
+    bank_state_cycles: tuple[tuple[int, _Items], ...]
     open_rows: tuple[tuple[int, ...], ...]  # renamed rows (-1 closed)
     reg_mode: tuple[bool, ...]
 
@@ -80,6 +88,7 @@ class CostCache:
         self.check = check
         self._rng = np.random.default_rng(seed)
         self._costs: OrderedDict[bytes, _Cost] = OrderedDict()
+        self._parts: dict[tuple, tuple] = {}  # every stored part, once (:meth:`_shared`)
         self._trace: Trace | None = None  # of the last miss run with ``again``
         # the last program decoded: (program, CFRs, decoded, digest of its keyed fields); a
         # program runs several times in a row (the query heads of a group, the layers)
@@ -181,17 +190,25 @@ class CostCache:
         end = result.state
         renamed = tuple(tuple(-1 if r < 0 else name[r] for r in bank_rows)
                         for bank_rows in end.open_rows)
-        self._costs[key] = _Cost(result.cycles, result.command_counts,
-                                 result.bank_state_cycles, renamed, end.reg_mode)
+        one = self._shared
+        self._costs[key] = _Cost(
+            result.cycles,
+            one(tuple((ch, one(tuple(c.items()))) for ch, c in result.command_counts.items())),
+            one(tuple((ch, one(tuple(c.items()))) for ch, c in result.bank_state_cycles.items())),
+            one(tuple(one(bank_rows) for bank_rows in renamed)), one(end.reg_mode))
         if len(self._costs) > self.capacity:
             self._costs.popitem(last=False)
+
+    def _shared(self, part: tuple) -> tuple:
+        """Return the stored tuple equal to ``part`` (``part`` itself the first time)."""
+        return self._parts.setdefault(part, part)
 
     @staticmethod
     def _result(cost: _Cost, rows: np.ndarray, decoded: Decoded) -> RunResult:
         actual = rows.tolist()
         open_rows = tuple(tuple(-1 if r < 0 else int(actual[r]) for r in bank_rows)
                           for bank_rows in cost.open_rows)
-        counts = {ch: dict(c) for ch, c in cost.command_counts.items()}
-        states = {ch: dict(s) for ch, s in cost.bank_state_cycles.items()}
+        counts = {ch: dict(c) for ch, c in cost.command_counts}
+        states = {ch: dict(s) for ch, s in cost.bank_state_cycles}
         return RunResult(cost.cycles, counts, states, None,
                          DeviceState(open_rows, cost.reg_mode, decoded.end_cfr))

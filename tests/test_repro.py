@@ -292,6 +292,30 @@ def test_pool_and_progress_bars(capsys):
     assert "micro fragmentation 2 on 32 ch" in err and "micro fragmentation 4" in err
 
 
+def test_one_process_runs_same_shape_models_back_to_back(fake_run_cost):
+    """The process keeps the cycle model's costs: Qwen3-8B's run of a runtime comes right
+    before or after Llama-3-8B's (``tasks.affinity``), not in the figure's order."""
+    reproduce(["fig7"], SMALL.with_(models=("llama3-8b", "qwen3-8b"), check=False),
+              workers=1)
+    runs = [c[:2] for c in fake_run_cost]
+    assert len(runs) == 10
+    for runtime in ("patton", *paper.BASELINES):
+        i, j = runs.index(("llama3-8b", runtime)), runs.index(("qwen3-8b", runtime))
+        assert abs(i - j) == 1, (runtime, runs)
+
+
+def test_a_free_worker_takes_what_its_cache_holds_and_not_what_another_runs():
+    ts = [CostTask(m, r, 100, 32, 64) for m in ("llama3-8b", "qwen3-8b")
+          for r in ("patton", "blockpim")]
+    left = runner._heaviest_first(ts)
+    a = runner._pick(left, ts, (), ())
+    b = runner._pick(left, ts, (), [tasks.affinity(ts[a])])
+    assert ts[b].runtime != ts[a].runtime  # not the twin of the other worker's task
+    c = runner._pick(left, ts, tasks.affinity(ts[a]), [tasks.affinity(ts[b])])
+    assert (ts[c].runtime, ts[c].model) == (ts[a].runtime, "qwen3-8b")
+    assert tasks.affinity(FragmentationTask()) == ()
+
+
 def test_a_failing_task_is_named():
     with pytest.raises(tasks.TaskError, match="hits normal nonsense"):
         runner.execute([HitTask("nonsense", "normal", 5, conversations=4)], workers=1)
@@ -355,6 +379,8 @@ def test_finished_tasks_are_kept_and_resumed(tmp_path, capsys, fake_run_cost, mo
     first = json.loads(capsys.readouterr().out)
     stored = sorted((tmp_path / "tasks").glob("*.json"))
     assert len(stored) == 5 and all(p.name.startswith("cost_llama3-8b_") for p in stored)
+    md = (tmp_path / "repro.md").read_text(encoding="utf-8")
+    assert "s of wall time)" in md and "fig7 5 (" in md  # the tasks' own time beside it
     calls = len(fake_run_cost)
     # --resume: nothing runs again, the same records
     assert main([*argv, "--resume"]) == 0

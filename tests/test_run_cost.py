@@ -256,6 +256,27 @@ def test_one_layer_times_layers_is_exact(variant, layers):
         assert rc.parts[name].components_pj == pytest.approx(totals[name][2], rel=1e-12), name
 
 
+@pytest.mark.parametrize("runtime", ["patton", "blockpim"])
+def test_a_later_run_reuses_the_process_costs_exactly(monkeypatch, runtime):
+    """Qwen3-8B after Llama-3-8B (one attention shape, one workload): the second run finds
+    its programs' costs in the process's cache and its figures are those of a fresh run."""
+    def run(model):
+        misses = sum(c.misses for c in run_cost._CACHES.values())
+        rc = measure(DEMO, model, runtime, steps=40, **SMALL)
+        d = rc.as_dict()
+        for timing in ("wall_seconds", "seconds_by_phase"):
+            d.pop(timing)
+        return d, sum(c.misses for c in run_cost._CACHES.values()) - misses
+
+    monkeypatch.setattr(run_cost, "_CACHES", {})
+    alone, fresh = run("qwen3-8b")
+    monkeypatch.setattr(run_cost, "_CACHES", {})
+    first, _ = run("llama3-8b")
+    after, reused = run("qwen3-8b")
+    assert after == alone and first != alone  # 36 layers against 32: other figures
+    assert fresh > 100 and reused < fresh / 10
+
+
 # ------------------------------------------------------------------------------ checks
 
 

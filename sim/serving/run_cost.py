@@ -13,7 +13,10 @@
    batched SV program, each issued once per query head of a KV head's group (GQA);
 4. every program runs on the cycle model (:class:`~patton.sim.cycle_model.CycleModel`, drained,
    behind the exact cost reuse of :class:`~patton.sim.cost_cache.CostCache`), from the device
-   state the previous program left, and its cycles and energy go to its part;
+   state the previous program left, and its cycles and energy go to its part. The cache is
+   the process's, one per front end (:func:`costs`), so a later run in the process reuses
+   what earlier ones simulated: models of one attention shape serving one workload issue
+   the same programs at other rows (Qwen3-8B after Llama-3-8B, Qwen1.5-7B after OPT-6.7B);
 5. the step's prefill chunks are priced on the GPU model (:mod:`.gpu_cost`): the whole
    prefill minus the prefill the GPU reference (vLLM's own cache, :func:`reference`) needs,
    per step (the paper's §5.3 method);
@@ -311,12 +314,32 @@ def foreign(state: DeviceState, rows: int) -> DeviceState:
     return DeviceState(out, state.reg_mode, state.cfr)
 
 
+#: Costs kept per cache: more than one 12,000-step run's distinct programs (about 6 a step),
+#: so that a run that repeats an earlier one's programs finds them all (a least-recently-used
+#: cache smaller than a repeated sequence would drop each cost just before it is wanted).
+CACHED_COSTS = 1 << 18
+
+_CACHES: dict[str, CostCache] = {}
+
+
+def costs(frontend: str) -> CostCache:
+    """Return the process's cost cache for ``frontend`` (made on first use).
+
+    Every unchecked run in the process shares it: a cost is keyed on everything that sets it
+    (:mod:`patton.sim.cost_cache`), so reuse across runs is as exact as within one.
+    """
+    if frontend not in _CACHES:
+        _CACHES[frontend] = CostCache(CycleModel(DEVICE, drain=True, frontend=frontend),
+                                      capacity=CACHED_COSTS)
+    return _CACHES[frontend]
+
+
 class _Device:
     """The cycle model behind the exact cost reuse; with ``check``, recording and verifying."""
 
     def __init__(self, frontend: str, check: bool) -> None:
-        model = CycleModel(DEVICE, record=check, drain=True, frontend=frontend)
-        self.timing = model if check else CostCache(model, capacity=1 << 16)
+        self.timing: CycleModel | CostCache = CycleModel(
+            DEVICE, record=True, drain=True, frontend=frontend) if check else costs(frontend)
         self.check = check
         self.checked = 0
         self.violations = 0
