@@ -49,6 +49,10 @@ class CostMismatch(AssertionError):
     """A cached cost differs from a full simulation of the same program (a bug: report it)."""
 
 
+#: Interned parts kept per cost of capacity before the table starts over (a serving run
+#: stores about 7 distinct parts a cost; costs dropped from the cache leave theirs behind).
+PARTS_PER_COST = 16
+
 #: One channel's counts as ``(name, count)`` pairs (a dict's items, in its order).
 _Items = tuple[tuple[str, int], ...]
 
@@ -190,6 +194,8 @@ class CostCache:
         end = result.state
         renamed = tuple(tuple(-1 if r < 0 else name[r] for r in bank_rows)
                         for bank_rows in end.open_rows)
+        if len(self._parts) > PARTS_PER_COST * self.capacity:
+            self._parts.clear()  # the stored costs keep their parts; new ones share anew
         one = self._shared
         self._costs[key] = _Cost(
             result.cycles,

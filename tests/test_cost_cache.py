@@ -6,7 +6,7 @@ import dataclasses
 
 import numpy as np
 import pytest
-from patton.sim.cost_cache import CostCache, CostMismatch
+from patton.sim.cost_cache import PARTS_PER_COST, CostCache, CostMismatch
 from patton.sim.cycle_model import CycleModel, DeviceState
 from patton.sim.device import AF_ROW_BASE, DEVICE
 from patton.sim.energy import energy
@@ -114,6 +114,20 @@ def test_capacity_drops_the_least_recent():
         cache.run(p)
     cache.run(programs[0])  # dropped: simulated again
     assert cache.misses == 4 and len(cache._costs) == 2
+
+
+def test_interned_parts_stay_bounded_and_costs_stay_exact():
+    """Dropped costs leave their interned parts behind; the table starts over past
+    ``PARTS_PER_COST`` per cost of capacity, and every cost, old or new, is still exact."""
+    cache, model = CostCache(capacity=2, check=1.0), CycleModel()
+    programs = [random_program(np.random.default_rng(s), 12, channels=4, rows=3)
+                for s in range(40)]
+    peak = 0
+    for p in programs + programs[-2:]:  # the last two again: hits, checked in full
+        assert cache.run(p).cycles == model.run(p).cycles
+        peak = max(peak, len(cache._parts))
+    one_cost = 3 * DEVICE.channels + 4  # at most one store's new parts: 3 per channel, 4 more
+    assert cache.checked == 2 and peak <= PARTS_PER_COST * 2 + one_cost
 
 
 def test_one_program_run_under_other_cfrs_is_decoded_again():
