@@ -67,10 +67,10 @@ def one(args: tuple[str, str, str, int, str]) -> dict:
     ref = run_cost.reference(convs, model, steps=steps, clients=clients, pool=pool,
                              max_model_len=limit)
     spec = run_cost._model(model)
-    meter = meter_class(convs, spec, runtime, steps=steps, frontend=frontend, clients=clients,
-                        pool=pool, max_model_len=limit, max_batched_tokens=2048, ref=ref,
-                        check=False, num_blocks=None)
-    rc = meter.run(None)
+    meter = meter_class(convs, [spec], runtime, steps=steps, frontends=[frontend],
+                        clients=clients, pool=pool, max_model_len=limit,
+                        max_batched_tokens=2048, refs=[ref], check=False, num_blocks=None)
+    (rc,) = meter.run(None).values()
     return {"name": name, "frontend": frontend, "steps": rc.steps,
             "seconds": {p: rc.parts[p].seconds for p in PARTS},
             "joules": {p: rc.parts[p].joules for p in PARTS}}

@@ -13,6 +13,10 @@ one it ran last (:func:`patton.eval.tasks.affinity`: Qwen3-8B after Llama-3-8B, 
 runtime and front end) and least with what the other workers run, then the heaviest
 (``Task.weight``). Ray tasks go out heaviest first, with no such choice.
 
+Cost tasks that one run can serve together (front ends, models of one attention shape) run
+as one :class:`~patton.eval.tasks.CostPass` (:func:`patton.eval.tasks.passes`): the unit a
+worker runs is a task or such a pass.
+
 With a :class:`~patton.eval.store.Store`, every task is stored as soon as it finishes; tasks
 whose results are ``known`` (what a store held, for ``--resume``) are not run again.
 
@@ -32,7 +36,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from patton.eval.store import Store
-from patton.eval.tasks import Task, TaskError, affinity, run
+from patton.eval.tasks import CostPass, Task, TaskError, Unit, affinity, passes, run
 
 __all__ = ["RayUnavailable", "execute", "unique"]
 
@@ -50,9 +54,9 @@ def unique(tasks: Sequence[Task]) -> list[Task]:
 
 
 class _Bars:
-    """One tqdm bar per task on stderr (or nothing when not shown)."""
+    """One tqdm bar per unit on stderr (or nothing when not shown)."""
 
-    def __init__(self, tasks: Sequence[Task], show: bool) -> None:
+    def __init__(self, tasks: Sequence[Unit], show: bool) -> None:
         self.bars: list[Any] = []
         if show:
             from tqdm import tqdm
@@ -89,7 +93,7 @@ class _Report:
         self.q.put((self.index, n))
 
 
-def _named(task: Task, error: BaseException) -> TaskError:
+def _named(task: Unit, error: BaseException) -> TaskError:
     if isinstance(error, TaskError):
         return error
     return TaskError(f"{task.key}: {type(error).__name__}: {error}")
@@ -109,29 +113,37 @@ def execute(tasks: Sequence[Task], *, workers: int = 2, ray: str | None = None,
     """
     todo = unique(tasks)
     by_task: dict[Task, dict[str, Any]] = dict(known or {})
-    left = [t for t in todo if t not in by_task]
+    units = passes([t for t in todo if t not in by_task])
 
-    def done(i: int, result: dict[str, Any]) -> None:
-        if store is not None:
-            store.put(left[i], result)
+    def done(i: int, result: Any) -> None:
+        for task, one in _each(units[i], result):
+            by_task[task] = one
+            if store is not None:
+                store.put(task, one)
 
-    bars = _Bars(left, progress)
+    bars = _Bars(units, progress)
     try:
-        if not left:
-            results: list[dict[str, Any]] = []
+        if not units:
+            pass
         elif ray is not None:
-            results = _ray(left, ray, bars, done)
-        elif workers <= 1 or len(left) <= 1:
-            results = _inline(left, bars, done)
+            _ray(units, ray, bars, done)
+        elif workers <= 1 or len(units) <= 1:
+            _inline(units, bars, done)
         else:
-            results = _pool(left, workers, bars, done)
+            _pool(units, workers, bars, done)
     finally:
         bars.close()
-    by_task.update(zip(left, results, strict=True))
     return [by_task[t] for t in tasks]
 
 
-Done = Callable[[int, dict[str, Any]], None]
+def _each(unit: Unit, result: Any) -> list[tuple[Task, dict[str, Any]]]:
+    """A unit's result per task (a pass returns one per task, in its order)."""
+    if isinstance(unit, CostPass):
+        return list(zip(unit.tasks, result, strict=True))
+    return [(unit, result)]
+
+
+Done = Callable[[int, Any], None]
 
 
 def _shared(a: tuple, b: tuple) -> int:
@@ -144,7 +156,7 @@ def _shared(a: tuple, b: tuple) -> int:
     return n
 
 
-def _pick(left: list[int], todo: Sequence[Task], last: tuple, others: Sequence[tuple]) -> int:
+def _pick(left: list[int], todo: Sequence[Unit], last: tuple, others: Sequence[tuple]) -> int:
     """Take from ``left`` (indices, heaviest first) the task a worker runs next.
 
     ``last``: the affinity of the task the worker ran last; ``others``: those the other
@@ -160,29 +172,26 @@ def _pick(left: list[int], todo: Sequence[Task], last: tuple, others: Sequence[t
     return left.pop(best)
 
 
-def _heaviest_first(todo: Sequence[Task]) -> list[int]:
+def _heaviest_first(todo: Sequence[Unit]) -> list[int]:
     return sorted(range(len(todo)), key=lambda i: -todo[i].weight)
 
 
-def _inline(todo: list[Task], bars: _Bars, done: Done) -> list[dict[str, Any]]:
-    out: list[dict[str, Any] | None] = [None] * len(todo)
+def _inline(todo: list[Unit], bars: _Bars, done: Done) -> None:
     left, last = _heaviest_first(todo), ()
     while left:
         i = _pick(left, todo, last, ())
         last = affinity(todo[i])
         try:
-            out[i] = run(todo[i], lambda n, i=i: bars.update(i, n))
+            result = run(todo[i], lambda n, i=i: bars.update(i, n))
         except Exception as e:
             raise _named(todo[i], e) from e
-        done(i, out[i])  # type: ignore[arg-type]
+        done(i, result)
         bars.finish(i)
-    return out  # type: ignore[return-value]
 
 
-def _pool(todo: list[Task], workers: int, bars: _Bars, done: Done) -> list[dict[str, Any]]:
-    """Run ``todo`` on ``workers`` processes, each fed its next task when it is free (by
+def _pool(todo: list[Unit], workers: int, bars: _Bars, done: Done) -> None:
+    """Run ``todo`` on ``workers`` processes, each fed its next unit when it is free (by
     :func:`_pick`: the worker's own cost cache decides, then the weight)."""
-    out: list[dict[str, Any] | None] = [None] * len(todo)
     count = min(workers, len(todo))
     left = _heaviest_first(todo)
     last: list[tuple] = [()] * count
@@ -211,8 +220,7 @@ def _pool(todo: list[Task], workers: int, bars: _Bars, done: Done) -> list[dict[
                     error = f.exception()
                     if error is not None:
                         raise _named(todo[i], error) from error
-                    out[i] = f.result()
-                    done(i, out[i])  # type: ignore[arg-type]
+                    done(i, f.result())
                     bars.finish(i)
                     start(w)
             _drain(q, bars)
@@ -227,8 +235,6 @@ def _pool(todo: list[Task], workers: int, bars: _Bars, done: Done) -> list[dict[
         finally:
             for pool in pools:
                 pool.shutdown()
-    assert all(r is not None for r in out)
-    return out  # type: ignore[return-value]
 
 
 def _drain(q: Any, bars: _Bars) -> None:
@@ -240,7 +246,7 @@ def _drain(q: Any, bars: _Bars) -> None:
         bars.update(i, n)
 
 
-def _ray(todo: list[Task], address: str, bars: _Bars, done: Done) -> list[dict[str, Any]]:
+def _ray(todo: list[Unit], address: str, bars: _Bars, done: Done) -> None:
     try:
         import ray as ray_module
     except ImportError:
@@ -259,23 +265,20 @@ def _ray(todo: list[Task], address: str, bars: _Bars, done: Done) -> list[dict[s
         remote = ray_module.remote(run)
         order = _heaviest_first(todo)
         index = {remote.remote(todo[i]): i for i in order}
-        refs = list(index)
-        out: list[dict[str, Any] | None] = [None] * len(todo)
-        pending = list(refs)
+        pending = list(index)
         while pending:
             ready, pending = ray_module.wait(pending, num_returns=1)
             for ref in ready:
                 i = index[ref]
                 try:
-                    out[i] = ray_module.get(ref)
+                    result = ray_module.get(ref)
                 except Exception as e:
                     for p in pending:
                         ray_module.cancel(p)
                     cause = getattr(e, "cause", None) or e
                     raise _named(todo[i], cause) from e
-                done(i, out[i])
+                done(i, result)
                 bars.finish(i)
-        return out  # type: ignore[return-value]
     finally:
         if started:
             ray_module.shutdown()

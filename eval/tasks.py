@@ -21,6 +21,11 @@ this process, in a ``ProcessPoolExecutor`` worker or as a Ray remote task (``run
 ``run(task, progress)`` returns plain JSON data: ``{"task": ..., "result": ...,
 "wall_seconds": ...}``; ``progress``, if given, is called with a number of steps done since
 the last call (``Task.total`` in all).
+
+Cost tasks that differ only in their front end, or in a model with the same attention shape
+(OPT-6.7B and Qwen1.5-7B), serve the same engine and runtime: :func:`passes` groups them into
+a :class:`CostPass`, one run of ``run_cost.measure_many`` whose every figure is the separate
+task's (``tests/test_run_cost.py``); ``run(pass)`` returns each task's result.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from typing import Any
 __all__ = [
     "BENCHMARKS",
     "RUN_COST",
+    "CostPass",
     "CostTask",
     "FragmentationTask",
     "HitTask",
@@ -52,6 +58,7 @@ __all__ = [
     "benchmark",
     "conversations",
     "describe",
+    "passes",
     "run",
     "run_cost_available",
 ]
@@ -203,12 +210,72 @@ class ValueWriteTask:
         return self.requests * self.steps * 0.15
 
 
+@dataclass(frozen=True, slots=True)
+class CostPass:
+    """Cost tasks served in one run (:func:`passes`): one runtime and workload, models of one
+    attention shape, any front ends. ``run`` returns every task's result, as if each had run
+    alone; the pass's wall time is shared among them."""
+
+    tasks: tuple[CostTask, ...]
+
+    @property
+    def key(self) -> str:
+        """A short unique label (progress bars, errors)."""
+        first = self.tasks[0]
+        models = "+".join(dict.fromkeys(t.model for t in self.tasks))
+        frontends = "+".join(dict.fromkeys(t.frontend for t in self.tasks))
+        return f"cost {models} {first.runtime} {frontends} {first.steps}"
+
+    @property
+    def total(self) -> int:
+        """Steps of progress the pass reports in all."""
+        return self.tasks[0].steps
+
+    @property
+    def weight(self) -> float:
+        """A rough relative cost: the engine and runtime once, the cycle model per front end."""
+        first = self.tasks[0]
+        frontends = len({t.frontend for t in self.tasks})
+        return first.weight * (1 + frontends) / 2
+
+
 Task = CostTask | HitTask | FragmentationTask | ValueWriteTask
+Unit = Task | CostPass  # what a runner runs: a task, or cost tasks served together
+
+
+def _together(task: CostTask) -> tuple:
+    """What cost tasks served in one run share: all but the model's name and the front end."""
+    from patton.runtime.config import MODELS
+
+    spec = MODELS[task.model]
+    return (task.runtime, task.steps, task.clients, task.pool, task.max_model_len,
+            task.conversations, task.max_message_tokens, task.check,
+            (spec.layers, spec.kv_heads, spec.q_heads, spec.d_head))
+
+
+def passes(tasks: list[Task]) -> list[Unit]:
+    """``tasks`` with the cost tasks that can be served in one run grouped into
+    :class:`CostPass` units (where a group has more than one), in first-seen order."""
+    groups: dict[tuple, list[CostTask]] = {}
+    for t in tasks:
+        if isinstance(t, CostTask):
+            groups.setdefault(_together(t), []).append(t)
+    out: list[Unit] = []
+    for t in tasks:
+        if not isinstance(t, CostTask):
+            out.append(t)
+            continue
+        group = groups.get(_together(t))
+        if group is None:
+            continue  # its group is placed already
+        del groups[_together(t)]
+        out.append(group[0] if len(group) == 1 else CostPass(tuple(group)))
+    return out
 
 Progress = Callable[[int], object]
 
 
-def affinity(task: Task) -> tuple:
+def affinity(task: Unit) -> tuple:
     """What ``task`` shares with other tasks through a worker's cost cache, most shared first.
 
     A cost task's front end, then its attention shape with its workload, then its runtime:
@@ -217,24 +284,37 @@ def affinity(task: Task) -> tuple:
     (``run_cost.costs``); the runner gives a worker the task that shares the longest prefix
     with the one it ran last. The other tasks share nothing: ``()``.
     """
-    if not isinstance(task, CostTask):
+    if isinstance(task, CostPass):
+        frontend = "+".join(sorted({t.frontend for t in task.tasks}))
+        task = task.tasks[0]
+    elif isinstance(task, CostTask):
+        frontend = task.frontend
+    else:
         return ()
     from patton.runtime.config import MODELS
 
     spec = MODELS[task.model]
-    return (task.frontend, (spec.kv_heads, spec.q_heads, spec.d_head, task.clients, task.pool,
-                            task.max_model_len, task.conversations, task.max_message_tokens,
-                            task.steps), task.runtime)
+    return (frontend, (spec.kv_heads, spec.q_heads, spec.d_head, task.clients, task.pool,
+                       task.max_model_len, task.conversations, task.max_message_tokens,
+                       task.steps), task.runtime)
 
 
-def run(task: Task, progress: Progress | None = None) -> dict[str, Any]:
-    """Run one task; return ``{"task": {...}, "result": {...}, "wall_seconds": s}``.
+def run(task: Unit, progress: Progress | None = None) -> Any:
+    """Run one task; return ``{"task": {...}, "result": {...}, "wall_seconds": s}`` (for a
+    :class:`CostPass`, a list of those, one per task in its order).
 
     Raises:
         RunCostUnavailable: a :class:`CostTask` without ``patton.sim.serving.run_cost``.
         TaskError: a microbenchmark's code is missing or failed.
     """
     start = time.perf_counter()
+    if isinstance(task, CostPass):
+        results = _cost_pass(task, progress)
+        share = round((time.perf_counter() - start) / len(task.tasks), 2)
+        if progress is not None:
+            progress(task.total)
+        return [{"task": describe(t), "result": r, "wall_seconds": share}
+                for t, r in zip(task.tasks, results)]
     if isinstance(task, CostTask):
         result = _cost(task, progress)
     elif isinstance(task, HitTask):
@@ -251,7 +331,7 @@ def run(task: Task, progress: Progress | None = None) -> dict[str, Any]:
     return {"task": describe(task), "result": result, "wall_seconds": round(seconds, 2)}
 
 
-def describe(task: Task) -> dict[str, Any]:
+def describe(task: Unit) -> dict[str, Any]:
     """Return ``task`` as plain JSON data: its kind and fields."""
     return {"kind": type(task).__name__, **dataclasses.asdict(task)}
 
@@ -314,6 +394,36 @@ def _cost(task: CostTask, progress: Progress | None) -> dict[str, Any]:
     out["reference_seconds"] = round(reference_seconds, 2)
     if task.check:  # the same runtime and model on a small workload, every program checked
         out.update(_replay(run_cost, spec, task))
+    return out
+
+
+def _cost_pass(group: CostPass, progress: Progress | None) -> list[dict[str, Any]]:
+    try:
+        from patton.sim.serving import run_cost
+    except ImportError as e:
+        raise RunCostUnavailable(f"{group.key}: patton.sim.serving.run_cost is not available "
+                                 f"({e}); Fig. 7 and Fig. 8 need it") from None
+    first = group.tasks[0]
+    convs = list(conversations(first.conversations, first.max_message_tokens))
+    specs = [_model(m) for m in dict.fromkeys(t.model for t in group.tasks)]
+    frontends = list(dict.fromkeys(t.frontend for t in group.tasks))
+    t = time.perf_counter()
+    refs = [run_cost.reference(convs, s, steps=first.steps, clients=first.clients,
+                               pool=first.pool, max_model_len=first.max_model_len)
+            for s in specs]
+    reference_seconds = (time.perf_counter() - t) / len(specs)
+    costs = run_cost.measure_many(convs, specs, first.runtime, steps=first.steps,
+                                  frontends=frontends, clients=first.clients, pool=first.pool,
+                                  max_model_len=first.max_model_len, references=refs,
+                                  on_step=_every(progress, PROGRESS_EVERY))
+    out = []
+    for task in group.tasks:
+        result = dict(costs[task.model, task.frontend].as_dict())
+        result["reference_seconds"] = round(reference_seconds, 2)
+        result["served_with"] = [describe(t) for t in group.tasks if t is not task]
+        if task.check:
+            result.update(_replay(run_cost, _model(task.model), task))
+        out.append(result)
     return out
 
 

@@ -5,20 +5,27 @@ the row and mode state it leaves) is a function of what its instructions ask of 
 controllers (:class:`patton.sim.native.Decoded`: opcode classes, banks, channel sets, column
 counts) and of the start state, and of row addresses only through which of them are equal:
 the controllers compare rows (is the bank open on this row?) and never order or add them.
-Column addresses do not enter at all. So two programs whose decoded fields are equal and
-whose rows, start rows included, are equal in the same places cost exactly the same. Layers
-of a model placed alike at other rows, and decode steps that repeat a shape, are such
-programs.
+Column addresses do not enter at all. Nor does which row a bank is open on, when no
+instruction of the program asks for it: such a bank needs the same PRE whatever the row, and
+keeps it through the program if nothing else opens (a bank opens only on a row some
+instruction asks for). So two programs whose decoded fields are equal and whose rows are
+equal in the same places, among themselves and with the start state's open rows, cost
+exactly the same. Layers of a model placed alike at other rows, and decode steps that repeat
+a shape, are such programs.
 
-:class:`CostCache` keys each program on those fields with its rows renamed in order of first
-appearance (start state first), so the key holds the pattern of equal rows and not the rows;
-the end state is stored renamed and mapped back through the program's own rows. The model's
+:class:`CostCache` keys each program on those fields with its rows named in order of first
+appearance, and the start state's open rows as those names, ``OTHER`` for a row the program
+does not ask for, or closed; so the key holds the pattern of equal rows and not the rows. The
+end state is stored named the same way and mapped back through the program's own rows and,
+for an ``OTHER``, the row that bank started on. The model's
 front end (``CycleModel(frontend=...)``) is part of the key: a program costs differently
 under the shared and the per-channel one. Keys are
 SHA-256 digests of the canonical arrays. ``check`` re-simulates a random share of hits in full
 and raises :class:`CostMismatch` if anything differs: the test suite runs it on every hit.
 
-A miss can also be shortened exactly. A caller that will run a program again from another
+A miss runs on the model, and takes what its kernel memo (:class:`patton.sim.native.Memo`)
+holds when the model has one: segments of earlier programs met again. Without a memo, a miss
+can also be shortened exactly. A caller that will run a program again from another
 state (``run(..., again=True)``: the next query head of a GQA group, from the state the first
 left) has the miss traced (:class:`patton.sim.native.Trace`); the next miss of the same
 program follows that trace and stops where its run meets it, typically within the first
@@ -27,6 +34,7 @@ thirtieth of the program. ``check`` re-simulates a share of those in full as wel
 
 from __future__ import annotations
 
+import copy
 import hashlib
 from collections import OrderedDict
 from collections.abc import Iterable
@@ -35,10 +43,11 @@ from dataclasses import dataclass
 import numpy as np
 from patton.sim.cycle_model import CycleModel, DeviceState, RunResult
 from patton.sim.isa import Cfr, Instruction
+from patton.sim.energy import energy, energy_arrays
 from patton.sim.native import Decoded, Trace
 from patton.sim.program import Program
 
-__all__ = ["CostCache", "CostMismatch"]
+__all__ = ["Cost", "CostCache", "CostMismatch"]
 
 #: Decoded fields that enter the key (column addresses do not affect timing; ``behaviour``
 #: stands for the per-op columns, one to one).
@@ -53,6 +62,32 @@ class CostMismatch(AssertionError):
 #: stores about 7 distinct parts a cost; costs dropped from the cache leave theirs behind).
 PARTS_PER_COST = 16
 
+#: A stored end state's mark for an open row that no instruction of the program asks for: the
+#: bank kept the row it started with, whichever that was.
+OTHER = -2
+
+
+@dataclass(frozen=True, slots=True)
+class _Rows:
+    """The rows a key names: ``first`` in order of first appearance (name i is
+    ``first[i]``), ``sorted`` with each one's name in ``rank``; ``start`` the start state's
+    open rows, flat."""
+
+    first: np.ndarray
+    sorted: np.ndarray
+    rank: np.ndarray
+    start: np.ndarray
+
+
+def _named(rows: np.ndarray, sorted_rows: np.ndarray, rank: np.ndarray) -> np.ndarray:
+    """``rows`` (open rows, -1 closed) as the key names them: a program row's name, OTHER for
+    any other open row, -1 closed."""
+    if not len(sorted_rows):
+        return np.where(rows >= 0, OTHER, -1)
+    at = np.minimum(np.searchsorted(sorted_rows, rows), len(sorted_rows) - 1)
+    return np.where(sorted_rows[at] == rows, rank[at], np.where(rows >= 0, OTHER, -1))
+
+
 #: One channel's counts as ``(name, count)`` pairs (a dict's items, in its order).
 _Items = tuple[tuple[str, int], ...]
 
@@ -61,13 +96,27 @@ _Items = tuple[tuple[str, int], ...]
 class _Cost:
     """A stored cost. Its parts are interned (:meth:`CostCache._shared`): channels and
     programs mostly repeat each other's counts and rows, and a long serving run keeps 10^5
-    costs."""
+    costs. One stored by :meth:`CostCache.cost` keeps the energy instead of the counts
+    (``command_counts`` None); one stored by :meth:`CostCache.run`, the counts."""
 
     cycles: int
-    command_counts: tuple[tuple[int, _Items], ...]  # (channel, its counts)
-    bank_state_cycles: tuple[tuple[int, _Items], ...]
+    command_counts: tuple[tuple[int, _Items], ...] | None  # (channel, its counts)
+    bank_state_cycles: tuple[tuple[int, _Items], ...] | None
     open_rows: tuple[tuple[int, ...], ...]  # renamed rows (-1 closed)
     reg_mode: tuple[bool, ...]
+    energy_pj: float = 0.0  # with ``components_pj``: set by CostCache.cost
+    components_pj: tuple[float, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Cost:
+    """What :meth:`CostCache.cost` returns: a program's cycles, its energy in pJ, that
+    energy by :data:`patton.sim.energy.COMPONENTS`, and the state it leaves."""
+
+    cycles: int
+    energy_pj: float
+    components_pj: tuple[float, ...]
+    state: DeviceState
 
 
 class CostCache:
@@ -77,7 +126,8 @@ class CostCache:
         model: the cycle model to run misses on (default: a fresh one). It must not record
             schedules: a cached result has none.
         capacity: costs kept (least recently used dropped first).
-        check: share of hits re-simulated in full and compared (0 = none, 1 = every hit).
+        check: share of hits re-simulated in full and compared (0 = none, 1 = every hit); the
+            full simulation takes nothing from the model's memo.
         seed: seed of the draw that picks the checked hits.
     """
 
@@ -90,6 +140,9 @@ class CostCache:
             raise ValueError(f"check is a share of hits in [0, 1], not {check}")
         self.capacity = capacity
         self.check = check
+        # what ``check`` compares with: the model simulating every instruction (no memo)
+        self._full = self.model if self.model.memo is None else copy.copy(self.model)
+        self._full.memo = None
         self._rng = np.random.default_rng(seed)
         self._costs: OrderedDict[bytes, _Cost] = OrderedDict()
         self._parts: dict[tuple, tuple] = {}  # every stored part, once (:meth:`_shared`)
@@ -102,13 +155,9 @@ class CostCache:
         self.misses = 0
         self.checked = 0
 
-    def run(self, program: Program | Iterable[Instruction],
-            state: DeviceState | None = None, *, again: bool = False) -> RunResult:
-        """Return the program's cost from ``state`` (default: reset), simulated or reused.
-
-        ``again``: the caller will run this program again from another state, so a miss is
-        traced for that run to follow (module docstring).
-        """
+    def _lookup(self, program: Program | Iterable[Instruction], state: DeviceState | None
+                ) -> tuple[Program, DeviceState, Decoded, bytes, _Rows, _Cost | None]:
+        """Decode ``program`` (once for consecutive runs) and look its key up."""
         columnar = program if isinstance(program, Program) else Program.of(list(program))
         dev = self.model.device
         state = DeviceState.reset(dev) if state is None else state
@@ -119,10 +168,51 @@ class CostCache:
             last = self._last = (columnar, cfr, decoded, self._fields(decoded))
         decoded = last[2]
         key, rows = self._key(decoded, state, last[3])
-        cost = self._costs.get(key)
-        if cost is None:
+        return columnar, state, decoded, key, rows, self._costs.get(key)
+
+    def cost(self, program: Program | Iterable[Instruction],
+             state: DeviceState | None = None) -> Cost:
+        """Return the program's cycles, energy and end state from ``state`` (default:
+        reset), simulated or reused: :meth:`run` for a caller that needs no counts (it keeps
+        no schedule, builds no per-channel dicts, and computes a stored cost's energy once)."""
+        columnar, state, decoded, key, rows, cost = self._lookup(program, state)
+        if cost is not None and cost.components_pj is not None:
+            self.hits += 1
+            self._costs.move_to_end(key)
+            out = Cost(cost.cycles, cost.energy_pj, cost.components_pj,
+                       self._state(cost, rows, decoded))
+            if self.check and self._rng.random() < self.check:
+                self.checked += 1
+                self._compare_cost(columnar, state, out, "cached cost")
+            return out
+        self.misses += 1
+        cycles, counts, stats, end = self.model.cost_decoded(columnar, decoded, state)
+        e = energy_arrays(counts, stats, cycles)
+        out = Cost(cycles, e.total * 1000.0, tuple(v * 1000.0 for v in e.components.values()),
+                   end)
+        if self.check and self._rng.random() < self.check:
+            self.checked += 1
+            self._compare_cost(columnar, state, out, "cost taken partly from the memo")
+        self._store_cost(key, out, rows)
+        return out
+
+    def run(self, program: Program | Iterable[Instruction],
+            state: DeviceState | None = None, *, again: bool = False) -> RunResult:
+        """Return the program's cost from ``state`` (default: reset), simulated or reused.
+
+        ``again``: the caller will run this program again from another state, so a miss is
+        traced for that run to follow (module docstring).
+        """
+        columnar, state, decoded, key, rows, cost = self._lookup(program, state)
+        if cost is None or cost.command_counts is None:
             self.misses += 1
-            if self.model.native:
+            if self.model.native and self.model.memo is not None:  # segments from the memo
+                result = self.model.run_decoded(columnar, decoded, state)
+                if self.check and self._rng.random() < self.check:
+                    self.checked += 1
+                    self._compare(self._full.run(columnar, state), result, len(columnar),
+                                  "cost taken partly from the memo")
+            elif self.model.native:
                 follow = self._trace if self._trace is not None and \
                     self._trace.follows(decoded) else None
                 result = self.model.run_decoded(columnar, decoded, state,
@@ -133,7 +223,7 @@ class CostCache:
                     self.followed += 1
                     if self.check and self._rng.random() < self.check:
                         self.checked += 1
-                        self._compare(self.model.run(columnar, state), result,
+                        self._compare(self._full.run(columnar, state), result,
                                       len(columnar), "followed run's cost")
             else:
                 result = self.model.run(columnar, state)
@@ -144,8 +234,16 @@ class CostCache:
         result = self._result(cost, rows, decoded)
         if self.check and self._rng.random() < self.check:
             self.checked += 1
-            self._compare(self.model.run(columnar, state), result, len(columnar), "cached cost")
+            self._compare(self._full.run(columnar, state), result, len(columnar), "cached cost")
         return result
+
+    def _compare_cost(self, program: Program, state: DeviceState, out: Cost, what: str) -> None:
+        full = self._full.run(program, state)
+        e = energy(full.command_counts, full.bank_state_cycles, full.cycles)
+        if (full.cycles, e.total * 1000.0, full.state) != (out.cycles, out.energy_pj, out.state):
+            raise CostMismatch(f"{what} {out.cycles} cycles, {out.energy_pj} pJ; full "
+                               f"simulation {full.cycles} cycles, {e.total * 1000.0} pJ "
+                               f"(program of {len(program)} instructions)")
 
     @staticmethod
     def _compare(full: RunResult, result: RunResult, n: int, what: str) -> None:
@@ -166,34 +264,30 @@ class CostCache:
         return digest.digest()
 
     def _key(self, decoded: Decoded, state: DeviceState, fields: bytes | None = None
-             ) -> tuple[bytes, np.ndarray]:
-        """Return the key (``fields``: :meth:`_fields`, made if None) and the program's distinct
-        rows in order of first appearance."""
-        start = np.array(state.open_rows, dtype=np.int64).reshape(-1)
+             ) -> tuple[bytes, _Rows]:
+        """Return the key (``fields``: :meth:`_fields`, made if None) and the rows it names."""
         dram = decoded.columns > 0
-        values = np.concatenate((start, decoded.row[dram]))
-        # rows come in runs: rename the first of each run (every row's first appearance is
+        values = decoded.row[dram]
+        # rows come in runs: name the first of each run (every row's first appearance is
         # one), then give each entry its run's name
         heads = np.flatnonzero(np.concatenate(([True], values[1:] != values[:-1])))
         runs = values[heads]
-        real = runs >= 0
-        rows, first, inverse = np.unique(runs[real], return_index=True, return_inverse=True)
+        rows, first, inverse = np.unique(runs, return_index=True, return_inverse=True)
         order = np.argsort(first, kind="stable")
         rank = np.empty(len(rows), dtype=np.int64)
         rank[order] = np.arange(len(rows))
-        named = np.full(len(runs), -1, dtype=np.int64)
-        named[real] = rank[inverse.reshape(-1)]
-        renamed = np.repeat(named, np.diff(np.append(heads, len(values))))
+        renamed = np.repeat(rank[inverse.reshape(-1)], np.diff(np.append(heads, len(values))))
+        start = np.array(state.open_rows, dtype=np.int64).reshape(-1)
         digest = hashlib.sha256(self._fields(decoded) if fields is None else fields)
         digest.update(renamed.tobytes())
+        digest.update(_named(start, rows, rank).tobytes())
         digest.update(np.array(state.reg_mode, dtype=np.int8).tobytes())
-        return digest.digest(), rows[order]
+        return digest.digest(), _Rows(rows[order], rows, rank, start)
 
-    def _store(self, key: bytes, result: RunResult, rows: np.ndarray) -> None:
-        name = {int(r): i for i, r in enumerate(rows.tolist())}
+    def _store(self, key: bytes, result: RunResult, rows: _Rows) -> None:
         end = result.state
-        renamed = tuple(tuple(-1 if r < 0 else name[r] for r in bank_rows)
-                        for bank_rows in end.open_rows)
+        assert end is not None
+        renamed = self._renamed(end, rows)
         if len(self._parts) > PARTS_PER_COST * self.capacity:
             self._parts.clear()  # the stored costs keep their parts; new ones share anew
         one = self._shared
@@ -201,7 +295,29 @@ class CostCache:
             result.cycles,
             one(tuple((ch, one(tuple(c.items()))) for ch, c in result.command_counts.items())),
             one(tuple((ch, one(tuple(c.items()))) for ch, c in result.bank_state_cycles.items())),
-            one(tuple(one(bank_rows) for bank_rows in renamed)), one(end.reg_mode))
+            one(tuple(one(tuple(bank_rows)) for bank_rows in renamed.tolist())),
+            one(end.reg_mode))
+        if len(self._costs) > self.capacity:
+            self._costs.popitem(last=False)
+
+    def _renamed(self, end: DeviceState, rows: _Rows) -> np.ndarray:
+        """The end state's open rows as the key names them (``(channels, banks)``)."""
+        flat = np.array(end.open_rows, dtype=np.int64).reshape(-1)
+        renamed = _named(flat, rows.sorted, rows.rank)
+        kept = renamed == OTHER  # no row of the program: the bank kept its start row
+        if (flat[kept] != rows.start[kept]).any():
+            raise CostMismatch("a bank opened a row no instruction of the program asks for")
+        banks = len(end.open_rows[0]) if end.open_rows else 0
+        return renamed.reshape(-1, banks) if banks else renamed.reshape(0, 0)
+
+    def _store_cost(self, key: bytes, out: Cost, rows: _Rows) -> None:
+        renamed = self._renamed(out.state, rows)
+        if len(self._parts) > PARTS_PER_COST * self.capacity:
+            self._parts.clear()  # the stored costs keep their parts; new ones share anew
+        one = self._shared
+        self._costs[key] = _Cost(out.cycles, None, None,
+                                 one(tuple(one(tuple(r)) for r in renamed.tolist())),
+                                 one(out.state.reg_mode), out.energy_pj, out.components_pj)
         if len(self._costs) > self.capacity:
             self._costs.popitem(last=False)
 
@@ -210,11 +326,18 @@ class CostCache:
         return self._parts.setdefault(part, part)
 
     @staticmethod
-    def _result(cost: _Cost, rows: np.ndarray, decoded: Decoded) -> RunResult:
-        actual = rows.tolist()
-        open_rows = tuple(tuple(-1 if r < 0 else int(actual[r]) for r in bank_rows)
-                          for bank_rows in cost.open_rows)
+    def _state(cost: _Cost, rows: _Rows, decoded: Decoded) -> DeviceState:
+        """The stored end state with the key's names mapped back onto ``rows``."""
+        named = np.array(cost.open_rows, dtype=np.int64)
+        flat = named.reshape(-1)
+        actual = np.where(flat >= 0, rows.first[np.maximum(flat, 0)] if len(rows.first) else -1,
+                          np.where(flat == OTHER, rows.start, -1))
+        open_rows = tuple(tuple(r) for r in actual.reshape(named.shape).tolist())
+        return DeviceState(open_rows, cost.reg_mode, decoded.end_cfr)
+
+    @classmethod
+    def _result(cls, cost: _Cost, rows: _Rows, decoded: Decoded) -> RunResult:
+        assert cost.command_counts is not None and cost.bank_state_cycles is not None
         counts = {ch: dict(c) for ch, c in cost.command_counts}
         states = {ch: dict(s) for ch, s in cost.bank_state_cycles}
-        return RunResult(cost.cycles, counts, states, None,
-                         DeviceState(open_rows, cost.reg_mode, decoded.end_cfr))
+        return RunResult(cost.cycles, counts, states, None, cls._state(cost, rows, decoded))

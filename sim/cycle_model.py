@@ -54,6 +54,7 @@ __all__ = ["CycleModel", "DeviceState", "RunResult", "run", "FRONTENDS"]
 
 #: The front ends a :class:`CycleModel` can decode the program with.
 FRONTENDS = native.FRONTENDS
+_Memo = native.Memo  # (CycleModel's ``native`` argument hides the module there)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +122,10 @@ class CycleModel:
         native: run on the compiled kernel (:mod:`patton.sim.native`; exact, honours
             ``group``; ``skip`` does not apply, the kernel ticks every busy controller each
             cycle). Off runs the Python model, with ``skip`` and ``group``.
+        memo: on the kernel, let runs take the segments of earlier runs they meet again
+            instead of simulating them (:class:`patton.sim.native.Memo`; exact). ``True`` gives
+            the model its own memo; a ``Memo`` may be shared by models of one setting. Runs
+            that record, and traced or following runs, do not use it.
         frontend: how host instructions are decoded (:data:`FRONTENDS`).
 
             ``"shared"`` (the default) is the public simulator's AiM DMA, exact against it: one
@@ -157,7 +162,8 @@ class CycleModel:
     def __init__(self, device: Device = DEVICE, timing: Timing = DEFAULT_PROFILE, *,
                  record: bool = False, skip: bool = True, group: bool = True,
                  drain: bool = False, native: bool = True, frontend: str = "shared",
-                 progress: Callable[[int, int, int], None] | None = None) -> None:
+                 progress: Callable[[int, int, int], None] | None = None,
+                 memo: bool | _Memo = False) -> None:
         if frontend not in FRONTENDS:
             raise ValueError(f"unknown front end {frontend!r} (choices: "
                              f"{', '.join(FRONTENDS)})")
@@ -170,6 +176,11 @@ class CycleModel:
         self.drain = drain
         self.native = native
         self.progress = progress  # called about once a second: (done, instructions, cycle)
+        if memo is True:
+            memo = _Memo()
+        elif memo is not False and not isinstance(memo, _Memo):
+            raise ValueError(f"memo is True, False or a Memo, not {memo!r}")
+        self.memo: _Memo | None = memo or None
 
     def run(self, program: Program | Iterable[Instruction],
             state: DeviceState | None = None) -> RunResult:
@@ -205,6 +216,36 @@ class CycleModel:
         """
         _check_closed(np.asarray(program.op))
         return _native(self, program, None, state, decoded, trace=trace, follow=follow)
+
+    def cost_decoded(self, program: Program, decoded: native.Decoded, state: DeviceState
+                     ) -> tuple[int, np.ndarray, np.ndarray, DeviceState]:
+        """:meth:`run_decoded`'s figures as arrays, for a caller that wants the cost only
+        (:meth:`patton.sim.cost_cache.CostCache.cost`): cycles, per-channel command counts
+        ``(channels, commands)`` in command id order, per-channel active, precharged and idle
+        cycles ``(channels, 3)``, and the end state. No schedule is kept."""
+        _check_closed(np.asarray(program.op))
+        dev = self.device
+        if not self.native:  # the Python model's result, as arrays
+            r = self.run(program, state)
+            counts = np.zeros((dev.channels, len(Command)), dtype=np.int64)
+            stats = np.zeros((dev.channels, 3), dtype=np.int64)
+            for ch, named in r.command_counts.items():
+                for name, n in named.items():
+                    counts[ch, Command[name]] = n
+            for ch, st in r.bank_state_cycles.items():
+                stats[ch] = (st["active"], st["precharged"], st["idle"])
+            assert r.state is not None
+            return r.cycles, counts, stats, r.state
+        out = native.run(decoded, dev, self.timing, _groups(_starts(state), self.group),
+                         state.open_rows, state.reg_mode, record=False, drain=self.drain,
+                         frontend=self.frontend, memo=self.memo)
+        where = np.zeros(dev.channels, dtype=np.intp)
+        for i, bits in enumerate(out.members):
+            where[_bits(bits)] = i
+        rows = out.open_row[where]
+        end = DeviceState(tuple(map(tuple, rows.tolist())),
+                          tuple(bool(m) for m in out.reg_mode[where].tolist()), decoded.end_cfr)
+        return out.cycles, out.counts[where], out.stats[where], end
 
 
 def run(program: Iterable[Instruction], **options) -> RunResult:
@@ -696,7 +737,8 @@ def _native(model: CycleModel, program: Program, listed: list[Instruction] | Non
         decoded = native.Decoded(program, {c: state.cfr[c] for c in Cfr}, dev.channels)
     out = native.run(decoded, dev, model.timing, _groups(starts, model.group),
                      state.open_rows, state.reg_mode, record=model.record, drain=model.drain,
-                     frontend=model.frontend, progress=report, trace=trace, follow=follow)
+                     frontend=model.frontend, progress=report, trace=trace, follow=follow,
+                     memo=model.memo)
     counts: dict[int, dict[str, int]] = {}
     states: dict[int, dict[str, int]] = {}
     rows: list[tuple[int, ...]] = [()] * dev.channels

@@ -21,7 +21,7 @@ import numpy as np
 from patton.sim.device import params
 from patton.sim.isa import Command
 
-__all__ = ["COMPONENTS", "EnergyConstants", "CONSTANTS", "Energy", "energy"]
+__all__ = ["COMPONENTS", "EnergyConstants", "CONSTANTS", "Energy", "energy", "energy_arrays"]
 
 C = Command
 
@@ -79,19 +79,36 @@ def energy(command_counts: dict[int, dict[str, int]],
            constants: EnergyConstants = CONSTANTS,
            standby: Literal["per_channel", "cent"] = "per_channel") -> Energy:
     """Return the energy of a run from its per-channel counts and bank-state cycles."""
-    k = constants
+    n = np.zeros((len(Command), len(command_counts)), dtype=np.int64)
+    where = [(i, _INDEX[name], count) for i, counts in enumerate(command_counts.values())
+             for name, count in counts.items() if name in _INDEX]
+    if where:
+        channel, command, count = zip(*where)
+        n[list(command), list(channel)] = count
+    active = sum(s["active"] for s in bank_state_cycles.values())
+    precharged = sum(s["precharged"] for s in bank_state_cycles.values())
+    return _energy(n, active, precharged, len(bank_state_cycles), cycles, constants, standby)
+
+
+def energy_arrays(counts: np.ndarray, stats: np.ndarray, cycles: int,
+                  constants: EnergyConstants = CONSTANTS,
+                  standby: Literal["per_channel", "cent"] = "per_channel") -> Energy:
+    """:func:`energy` of per-channel arrays: ``counts`` ``(channels, commands)`` in command id
+    order, ``stats`` ``(channels, 3)`` active, precharged and idle cycles. Bit for bit the
+    same (a channel that issued nothing adds zeros to every sum)."""
+    return _energy(np.ascontiguousarray(counts.T), int(stats[:, 0].sum()),
+                   int(stats[:, 1].sum()), len(stats), cycles, constants, standby)
+
+
+def _energy(n: np.ndarray, active: int, precharged: int, channels: int, cycles: int,
+            k: EnergyConstants, standby: str) -> Energy:
+    """The energy of ``n`` (one row per command, one column per channel) and the channels'
+    summed active and precharged cycles."""
     ns_per_cycle = float(params()["cycle_ns"])
     total = dict.fromkeys(COMPONENTS, 0.0)
-    if command_counts:
-        # one row per command, one column per channel; every term is computed per channel as
-        # the formulas in docs/energy.md write it, and the channels are summed in order (a
-        # left fold, as a loop over the channels would)
-        where = [(i, _INDEX[name], count) for i, counts in enumerate(command_counts.values())
-                 for name, count in counts.items() if name in _INDEX]
-        n = np.zeros((len(Command), len(command_counts)), dtype=np.int64)
-        if where:
-            channel, command, count = zip(*where)
-            n[list(command), list(channel)] = count
+    if n.shape[1]:
+        # every term is computed per channel as the formulas in docs/energy.md write it, and
+        # the channels are summed in order (a left fold, as a loop over the channels would)
         per = {
             "act": k.p_act * k.t_rc * (n[C.ACT] + 4 * n[C.ACT4] + 16 * n[C.ACT16]),
             "read": k.p_rd * k.t_bl * (n[C.RDCP] + n[C.RD] + n[C.RDA] + 16 * n[C.AF16]
@@ -109,15 +126,14 @@ def energy(command_counts: dict[int, dict[str, int]],
         }
         for name, values in per.items():
             total[name] = float(np.add.accumulate(values.astype(np.float64))[-1])
-    channels = len(bank_state_cycles)
-    active = sum(s["active"] for s in bank_state_cycles.values()) * ns_per_cycle
-    precharged = sum(s["precharged"] for s in bank_state_cycles.values()) * ns_per_cycle
+    active_ns = active * ns_per_cycle
+    precharged_ns = precharged * ns_per_cycle
     if standby == "cent":
-        active /= max(channels, 1)
-        precharged /= max(channels, 1)
+        active_ns /= max(channels, 1)
+        precharged_ns /= max(channels, 1)
     elif standby != "per_channel":
         raise ValueError(f"standby must be 'per_channel' or 'cent', not {standby!r}")
-    total["standby"] = k.p_act_stby * active + k.p_pre_stby * precharged
+    total["standby"] = k.p_act_stby * active_ns + k.p_pre_stby * precharged_ns
     total["global_buffer"] += k.gb_static_mw * cycles * ns_per_cycle * channels
     # mW x ns = pJ; report nJ.
     return Energy({name: pj / 1000.0 for name, pj in total.items()})

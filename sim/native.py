@@ -1,10 +1,11 @@
 """The cycle model's compiled kernel: build on first use, load with ctypes, run a program.
 
 ``native/cycle_kernel.c`` restates :mod:`patton.sim.controller` and the DMA of
-:mod:`patton.sim.cycle_model` over flat arrays; this module is its only door. It compiles the
-file with the C compiler (``$CC``, else ``cc``) into ``build/native/`` (``$PATTON_BUILD``
-overrides ``build/``), keyed by the source's hash, so a changed kernel is rebuilt and an
-unchanged one loads in milliseconds. No Python headers are needed: the kernel is a plain
+:mod:`patton.sim.cycle_model` over flat arrays, and ``native/cycle_memo.c`` (which it includes)
+adds the exact reuse of segments of runs (:class:`Memo`); this module is their only door. It
+compiles them with the C compiler (``$CC``, else ``cc``) into ``build/native/``
+(``$PATTON_BUILD`` overrides ``build/``), keyed by the sources' hash, so a changed kernel is
+rebuilt and an unchanged one loads in milliseconds. No Python headers are needed: the kernel is a plain
 shared library and every fact it uses (timing rules, latencies, command classes, device
 organisation, the decoded program) is passed in as arrays built here from the one definition
 of each.
@@ -43,12 +44,20 @@ __all__ = ["KernelError", "KernelRun", "Decoded", "Trace", "run", "library", "BU
            "FRONTENDS"]
 
 SOURCE = Path(__file__).resolve().parent / "native" / "cycle_kernel.c"
+#: Every file the kernel is built from (SOURCE includes the others).
+SOURCES = (SOURCE, SOURCE.with_name("cycle_memo.c"))
 #: Build outputs (git-ignored), shared with the Verilator builds of :mod:`patton.tb`.
 BUILD_ROOT = Path(os.environ.get("PATTON_BUILD",
                                  Path(__file__).resolve().parents[1] / "build"))
 #: Cycles without any change after which a run is reported stalled (no legal program waits
 #: more than a few hundred cycles for a timing rule or a completion).
 STALL_LIMIT = 1 << 20
+#: With a memo, the shared front end's memo points fall every this many instructions besides
+#: those after blocking instructions (:class:`Memo`): long runs of instructions without one
+#: (token writes) are cut into segments of this length.
+MEMO_STRIDE = 64
+#: Bytes of stored segments a :class:`Memo` keeps by default before it starts over.
+MEMO_BUDGET = 1 << 30
 #: Where a traced run takes its checkpoints (:class:`Trace`), as shares of its instructions:
 #: close together at first, where two runs of a program from different rows meet (after the
 #: first row each bank opens), since each costs a copy of the whole state.
@@ -78,7 +87,7 @@ class _Config(ctypes.Structure):
                                      "all_rows_preq")] + \
                [(n, ctypes.c_int64) for n in ("act", "pre", "prea", "act16", "tmod", "wra16",
                                              "eoc", "record", "drain", "stall_limit",
-                                             "frontend")]
+                                             "frontend", "memo_stride")]
 
 
 class _Program(ctypes.Structure):
@@ -148,7 +157,7 @@ def library() -> ctypes.CDLL:
     global _library
     with _lock:
         if _library is None:
-            digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]
+            digest = hashlib.sha256(b"".join(f.read_bytes() for f in SOURCES)).hexdigest()[:16]
             target = BUILD_ROOT / "native" / f"cycle_kernel-{digest}.so"
             if not target.exists():
                 _compile(target)
@@ -159,7 +168,14 @@ def library() -> ctypes.CDLL:
             lib.aim_run.restype = ctypes.c_int64
             lib.aim_run.argtypes = [ctypes.POINTER(_Config), ctypes.POINTER(_Program),
                                     ctypes.POINTER(_Start), ctypes.POINTER(_Result), _PROGRESS,
-                                    ctypes.POINTER(_Trace)]
+                                    ctypes.POINTER(_Trace), ctypes.c_void_p]
+            lib.aim_memo_new.restype = ctypes.c_void_p
+            lib.aim_memo_new.argtypes = [ctypes.c_int64]
+            for name in ("aim_memo_free", "aim_memo_clear"):
+                getattr(lib, name).restype = None
+                getattr(lib, name).argtypes = [ctypes.c_void_p]
+            lib.aim_memo_stats.restype = None
+            lib.aim_memo_stats.argtypes = [ctypes.c_void_p, _i64p]
             lib.aim_free.restype = None
             lib.aim_free.argtypes = [ctypes.c_void_p]
             _library = lib
@@ -199,13 +215,13 @@ class _Tables:
         self.bank_preq = flags(lambda c: c in BANK_ROW_COMMANDS)
         self.all_rows_preq = flags(lambda c: c in ALL_ROWS_COMMANDS)
         self.device = device
-        self._configs: dict[tuple[bool, bool, str, int], _Config] = {}
+        self._configs: dict[tuple[bool, bool, str, int, int], _Config] = {}
         if (self.after_gap < 0).any():  # the kernel's checkpoints rely on it (``ahead``)
             raise KernelError("a timing rule with a negative gap")
 
     def config(self, record: bool, drain: bool, frontend: str) -> _Config:
         """The kernel's configuration (made once per setting: the kernel only reads it)."""
-        key = (record, drain, frontend, STALL_LIMIT)
+        key = (record, drain, frontend, STALL_LIMIT, MEMO_STRIDE)
         made = self._configs.get(key)
         if made is None:
             made = self._configs[key] = self._config(record, drain, frontend)
@@ -220,7 +236,7 @@ class _Tables:
             _ptr(self.channel_scoped), _ptr(self.bank_preq), _ptr(self.all_rows_preq),
             int(Command.ACT), int(Command.PRE), int(Command.PREA), int(Command.ACT16),
             int(Command.TMOD), int(Command.WRA16), int(Command.EOC), int(record), int(drain),
-            STALL_LIMIT, FRONTENDS.index(frontend))
+            STALL_LIMIT, FRONTENDS.index(frontend), MEMO_STRIDE)
 
 
 _tables: dict[tuple[Device, str], _Tables] = {}
@@ -310,6 +326,64 @@ class Trace:
                          self.now_counts + end.counts - self.counts[e],
                          self.now_stats + end.stats - self.stats[e], end.open_row, end.reg_mode,
                          None, followed=True)
+
+
+#: A memo's counters (:meth:`Memo.stats`), in the kernel's order.
+MEMO_STATS = ("hits", "misses", "stored", "clears", "dropped", "unstorable",
+              "taken_instructions", "entries", "bytes")
+
+
+class Memo:
+    """Segments of runs that later runs take instead of simulating them again (exact).
+
+    A run that is given a memo looks up, at each memo point of its program (the start, after
+    each blocking instruction or barrier, and under the shared front end every
+    :data:`MEMO_STRIDE`-th instruction), its state and the instructions up to the next point;
+    a stored segment gives its cycles, counts, statistics and end state at once, and a missing
+    one is simulated and stored. Rows enter only through which of them are equal, as in
+    :mod:`patton.sim.cost_cache`; the key is 128 bits (``native/cycle_memo.c`` says why this is
+    exact). Runs that record schedules or trace checkpoints do not use it.
+
+    One memo serves runs of one setting (device, timing table, front end, drain): the first
+    run fixes it, and a run of another raises ``ValueError``. It keeps ``budget`` bytes of
+    segments, then starts over. Runs on one memo are serialised.
+    """
+
+    def __init__(self, budget: int = MEMO_BUDGET) -> None:
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+            raise ValueError(f"a memo's budget is a positive number of bytes, not {budget!r}")
+        self._lib = library()
+        self._ptr = self._lib.aim_memo_new(budget)
+        if not self._ptr:
+            raise KernelError("out of memory for the cycle kernel's memo")
+        self.budget = budget
+        self.setting: tuple | None = None
+        self.lock = threading.Lock()
+
+    def __del__(self) -> None:
+        if getattr(self, "_ptr", None):
+            self._lib.aim_memo_free(self._ptr)
+            self._ptr = None
+
+    def stats(self) -> dict[str, int]:
+        """Counters: segments taken (``hits``) and simulated (``misses``), ``stored``,
+        ``clears`` (budget reached), ``dropped`` (a run left a segment at a point it could not
+        stop at), ``unstorable`` (0 unless out of memory), ``taken_instructions``, and the
+        ``entries`` and ``bytes`` kept now."""
+        out = np.zeros(len(MEMO_STATS), dtype=np.int64)
+        self._lib.aim_memo_stats(self._ptr, _ptr(out))
+        return dict(zip(MEMO_STATS, out.tolist()))
+
+    def clear(self) -> None:
+        """Forget every stored segment (the setting stays)."""
+        self._lib.aim_memo_clear(self._ptr)
+
+    def _claim(self, setting: tuple) -> None:
+        if self.setting is None:
+            self.setting = setting
+        elif self.setting != setting:
+            raise ValueError("a memo serves runs of one setting (device, timing, front end, "
+                             "drain); this run's differs from the memo's first")
 
 
 def _per_channel(out: KernelRun, channels: int) -> KernelRun:
@@ -450,14 +524,16 @@ def run(decoded: Decoded, device: Device, timing: TimingTable, groups: list[list
         open_rows: Sequence[Sequence[int]], reg_mode: Sequence[bool], *, record: bool,
         drain: bool, frontend: str = "shared",
         progress: Callable[[int, int], None] | None = None, trace: bool = False,
-        follow: Trace | None = None) -> KernelRun:
+        follow: Trace | None = None, memo: Memo | None = None) -> KernelRun:
     """Simulate a decoded program (validated, ending with EOC) from the given start.
 
     ``groups`` are the channel groups that start alike, in order of their lowest channel;
     ``frontend`` is one of :data:`FRONTENDS` (:class:`patton.sim.cycle_model.CycleModel`);
     ``progress(retired, cycle)`` is called every 2^20 cycles. ``trace`` returns the run's
     :class:`Trace` with it; ``follow`` (a trace of this program under the same settings) lets
-    the run stop where it meets it (the result is exact either way).
+    the run stop where it meets it (the result is exact either way). ``memo`` (:class:`Memo`)
+    lets the run take segments earlier runs simulated (exact); a recording or traced run does
+    not use it.
     """
     if frontend not in FRONTENDS:
         raise ValueError(f"unknown front end {frontend!r} (choices: {', '.join(FRONTENDS)})")
@@ -494,9 +570,19 @@ def run(decoded: Decoded, device: Device, timing: TimingTable, groups: list[list
     result = _Result(0, 0, 0, _ptr(out_members, _u64p), _ptr(out_counts), _ptr(out_stats),
                      _ptr(out_rows), _ptr(out_modes), None, 0)
     callback = _PROGRESS(progress) if progress is not None else _PROGRESS()
-    status = lib.aim_run(ctypes.byref(config), ctypes.byref(prog), ctypes.byref(start),
-                         ctypes.byref(result), callback,
-                         ctypes.byref(checkpoints) if checkpoints is not None else None)
+    held = None
+    if memo is not None and not record and checkpoints is None:
+        memo._claim((device, timing.fingerprint(), frontend, drain))
+        held = memo.lock
+        held.acquire()
+    try:
+        status = lib.aim_run(ctypes.byref(config), ctypes.byref(prog), ctypes.byref(start),
+                             ctypes.byref(result), callback,
+                             ctypes.byref(checkpoints) if checkpoints is not None else None,
+                             memo._ptr if held is not None else None)
+    finally:
+        if held is not None:
+            held.release()
     records = None
     try:
         if result.n_records:

@@ -225,8 +225,20 @@ def fake_run_cost(monkeypatch):
         calls.append((model.name, runtime, frontend, check))
         return RunCost(fake_cost(model.name, runtime, frontend))
 
+    def measure_many(conversations, models, runtime, *, steps, frontends, clients, pool,
+                     max_model_len=2048, references=None, on_step=None):
+        assert [r for r in references] == [("reference", m.name) for m in models]
+        calls.append((tuple(m.name for m in models), runtime, tuple(frontends), "pass"))
+        out = {}
+        for m in models:
+            for f in frontends:
+                calls.append((m.name, runtime, f, False))
+                out[m.name, f] = RunCost(fake_cost(m.name, runtime, f))
+        return out
+
     module = types.ModuleType(tasks.RUN_COST)
     module.reference, module.measure, module.RunCost = reference, measure, RunCost
+    module.measure_many = measure_many
     monkeypatch.setitem(sys.modules, tasks.RUN_COST, module)
     # ``from patton.sim.serving import run_cost`` finds the package's attribute first, which
     # an earlier test's import of the real module has set
@@ -246,7 +258,11 @@ def test_fig7_fig8_through_the_runner_with_a_fake_run_cost(fake_run_cost):
     # Fig. 8's shared PATTON and BlockPIM runs are Fig. 7's: 5 + 1 + 3 tasks, not 5 + 6,
     # each an unchecked cost run and a replayed side run
     runs = [c for c in fake_run_cost if c[-1] is False]
-    assert len(runs) == 9 and len(fake_run_cost) == 18
+    together = [c for c in fake_run_cost if c[-1] == "pass"]
+    assert len(runs) == 9 and len(fake_run_cost) == 18 + len(together)
+    # PATTON, PATTON-wo-CZ and BlockPIM each serve both front ends in one run
+    assert sorted(c[1] for c in together) == ["blockpim", "patton", "patton-wo-cz"]
+    assert all(c[2] == ("shared", "per_channel") for c in together)
     assert sorted(c[:3] for c in runs) == sorted(c[:3] for c in fake_run_cost
                                                  if c[-1] == "replay")
     assert records["fig7"]["speedup"]["neupims"] == pytest.approx(17 / 4)
@@ -480,3 +496,19 @@ def test_fig7_without_run_cost_and_ray_without_ray(tmp_path, capsys, monkeypatch
 def test_every_figure_is_a_verb():
     assert FIGURES == ("fig7", "fig8", "fig9", "micro")
     assert Path(tasks.BENCHMARKS, "runtime_fragmentation.py").is_file()
+
+
+def test_passes_group_what_one_run_serves():
+    """Front ends and models of one attention shape share a run; other runtimes, step counts
+    and shapes do not; the order of first appearance is kept."""
+    t = [CostTask("opt-6.7b", "patton", 100, 8, 16, frontend="shared"),
+         CostTask("llama3-8b", "patton", 100, 32, 64),
+         CostTask("qwen1.5-7b", "patton", 100, 8, 16, frontend="per_channel"),
+         CostTask("opt-6.7b", "blockpim", 100, 8, 16),
+         FragmentationTask(),
+         CostTask("opt-6.7b", "patton", 200, 8, 16),
+         CostTask("qwen1.5-7b", "patton", 100, 8, 16, frontend="shared")]
+    units = tasks.passes(t)
+    assert units == [tasks.CostPass((t[0], t[2], t[6])), t[1], t[3], t[4], t[5]]
+    assert units[0].key == "cost opt-6.7b+qwen1.5-7b patton shared+per_channel 100"
+    assert tasks.affinity(units[0])[0] == "per_channel+shared"

@@ -12,6 +12,10 @@
  * Two front ends decode the program (config ``frontend``): the shared AiM DMA (dma, decode)
  * and the opt-in per-channel one (dma_each, decode_each), _Run._dma and _Run._dma_each.
  *
+ * A run may take a memo (cycle_memo.c, included below): segments of the program between memo
+ * points whose outcome an earlier run already found are not simulated again, and channels
+ * whose state is the same are simulated once again (exact; see there).
+ *
  * Everything device- and timing-specific arrives as data from sim/native.py (the timing
  * table's rules in CSR form, latencies, command classes); nothing here names a timing value.
  * tests/test_cycle_model_native.py requires identical cycles, counts, statistics, schedules
@@ -42,6 +46,7 @@ typedef struct {
     i64 act, pre, prea, act16, tmod, wra16, eoc;
     i64 record, drain, stall_limit;
     i64 frontend; /* 0: the shared DMA; 1: a decoder per controller */
+    i64 memo_stride; /* with a memo, the shared front end's points every this many (0: none) */
 } config_t;
 
 /* The program, one entry per instruction (decoded facts; rows of AF16 already resolved). */
@@ -125,6 +130,7 @@ typedef struct {
     i64 active_cycles, precharged_cycles, idle_cycles, clk;
     i64 idle_since; /* the clock of its last tick while holding work (0: none yet) */
     i64 wake;       /* the first clock at which a tick may change something (see plan) */
+    i64 horizon;    /* no timing window of it opens later than this (cycle_memo.c) */
     /* the per-channel front end's decoder (_Front) */
     i64 head;       /* the next instruction it may take */
     int waiting;    /* at a barrier (SYNC, EOC, a blocking read) until it falls */
@@ -147,9 +153,16 @@ typedef struct {
     record_t *records;
     i64 n_records, cap_records;
     i64 last_change;
+    i64 reach[64]; /* per command: the longest gap of a rule it starts (horizon) */
+    i64 *acc; /* [channels][commands + 3]: counts and statistics (active, precharged, idle) of
+               * each channel not held by its controller (segments taken from a memo, and
+               * controllers rebuilt from one); NULL without a memo */
 } run_t;
 
 static inline int lowest(u64 x) { return __builtin_ctzll(x); }
+
+/* Words per channel of an output row: the command counts, then active, precharged, idle. */
+static inline i64 out_width(const config_t *cfg) { return cfg->commands + 3; }
 
 /* -- lists ---------------------------------------------------------------------------------- */
 
@@ -219,6 +232,7 @@ static int ctl_init(ctl_t *c, const config_t *cfg, u64 members) {
     c->open_row = zeros(cfg->banks, -1);
     c->counts = zeros(cfg->commands, 0);
     c->writes_due = NEVER;
+    c->horizon = -1;
     for (int i = 0; i < 3; i++) c->scan[i].epoch = -1;
     return c->ch_ready && c->bg_ready && c->bank_ready && c->open_row && c->counts;
 }
@@ -229,6 +243,32 @@ static void ctl_release(ctl_t *c) {
     list_t *lists[] = {&c->aim, &c->reads, &c->writes, &c->active, &c->pending_reads,
                        &c->pending_writes, &c->remaining, &c->free};
     for (size_t i = 0; i < sizeof lists / sizeof *lists; i++) free(lists[i]->v);
+}
+
+/* Make an initialised controller stand for ``members`` and hold nothing, every window open,
+ * keeping its arrays and request pool (cycle_memo.c rebuilds controllers from a state so). */
+static void ctl_reset(ctl_t *c, const config_t *cfg, u64 members) {
+    for (i64 i = 0; i < cfg->commands; i++) { c->ch_ready[i] = -1; c->counts[i] = 0; }
+    for (i64 i = 0; i < cfg->bankgroups * cfg->commands; i++) c->bg_ready[i] = -1;
+    for (i64 i = 0; i < cfg->banks * cfg->commands; i++) c->bank_ready[i] = -1;
+    for (i64 b = 0; b < cfg->banks; b++) c->open_row[b] = -1;
+    list_t *lists[] = {&c->aim, &c->reads, &c->writes, &c->active, &c->pending_reads,
+                       &c->pending_writes, &c->remaining, &c->free};
+    for (size_t i = 0; i < sizeof lists / sizeof *lists; i++) lists[i]->start = lists[i]->n = 0;
+    for (i64 i = c->pool_cap - 1; i >= 0; i--) list_push(&c->free, (int32_t)i); /* fits: it
+                                                                                held them */
+    c->members = members;
+    c->nmembers = __builtin_popcountll(members);
+    c->open_mask = c->reported_open = 0;
+    c->same_row = -1;
+    c->writes_due = NEVER;
+    c->reg_mode = c->write_mode = 0;
+    c->epoch = 0;
+    for (int i = 0; i < 3; i++) c->scan[i].epoch = -1;
+    c->active_cycles = c->precharged_cycles = c->idle_cycles = c->clk = 0;
+    c->idle_since = c->wake = c->head = 0;
+    c->horizon = -1;
+    c->waiting = 0;
 }
 
 static i64 *dup(const i64 *p, i64 n) {
@@ -379,6 +419,7 @@ static int record_issue(run_t *run, const ctl_t *c, i64 command, const req_t *r,
 static int ctl_issue(run_t *run, ctl_t *c, i64 command, const req_t *r, i64 clk) {
     const config_t *cfg = run->cfg;
     c->epoch += 1;
+    if (clk + run->reach[command] > c->horizon) c->horizon = clk + run->reach[command];
     apply_after(c->ch_ready, cfg, 0, command, clk);
     if (r->bank >= 0) {
         apply_after(c->bg_ready + r->bg * cfg->commands, cfg, 1, command, clk);
@@ -1031,17 +1072,52 @@ static void state_of(const run_t *run, i64 k, buf_t *b) {
 /* Per-channel counts and statistics, every controller accounted up to cycle ``k``. */
 static void outputs_of(run_t *run, i64 k, i64 *counts, i64 *stats) {
     const config_t *cfg = run->cfg;
+    i64 w = out_width(cfg);
     for (i64 i = 0; i < run->nctl; i++) {
         ctl_t *c = &run->ctls[i];
         ctl_account(c, k);
         for (u64 m = c->members; m; m &= m - 1) {
             int ch = lowest(m);
-            memcpy(counts + ch * cfg->commands, c->counts, (size_t)cfg->commands * sizeof(i64));
-            stats[3 * ch] = c->active_cycles;
-            stats[3 * ch + 1] = c->precharged_cycles;
-            stats[3 * ch + 2] = c->idle_cycles;
+            const i64 *acc = run->acc ? run->acc + ch * w : NULL;
+            for (i64 j = 0; j < cfg->commands; j++)
+                counts[ch * cfg->commands + j] = c->counts[j] + (acc ? acc[j] : 0);
+            i64 own[3] = {c->active_cycles, c->precharged_cycles, c->idle_cycles};
+            for (int j = 0; j < 3; j++)
+                stats[3 * ch + j] = own[j] + (acc ? acc[cfg->commands + j] : 0);
         }
     }
+}
+
+/* The result, per channel in ``out`` ([channels][out_width]), ``rows`` and ``modes``, written
+ * one entry per set of channels that ended alike (in order of their lowest channel). */
+static void emit(const config_t *cfg, result_t *res, const i64 *out, const i64 *rows,
+                 const i64 *modes) {
+    i64 w = out_width(cfg), n = 0;
+    int entry[64];
+    for (i64 ch = 0; ch < cfg->channels; ch++) {
+        i64 e = 0;
+        for (; e < n; e++) {
+            int first = lowest(res->members[e]);
+            if (modes[first] == modes[ch]
+                && !memcmp(out + first * w, out + ch * w, (size_t)w * sizeof(i64))
+                && !memcmp(rows + first * cfg->banks, rows + ch * cfg->banks,
+                           (size_t)cfg->banks * sizeof(i64)))
+                break;
+        }
+        if (e == n) res->members[n++] = 0;
+        res->members[e] |= (u64)1 << ch;
+        entry[ch] = (int)e;
+    }
+    for (i64 ch = cfg->channels - 1; ch >= 0; ch--) { /* each entry from its lowest channel */
+        i64 e = entry[ch];
+        memcpy(res->counts + e * cfg->commands, out + ch * w,
+               (size_t)cfg->commands * sizeof(i64));
+        memcpy(res->stats + 3 * e, out + ch * w + cfg->commands, 3 * sizeof(i64));
+        memcpy(res->open_row + e * cfg->banks, rows + ch * cfg->banks,
+               (size_t)cfg->banks * sizeof(i64));
+        res->reg_mode[e] = modes[ch];
+    }
+    res->controllers = n;
 }
 
 /* Take checkpoint ``j`` at the start of cycle ``k``; return 1 if a match stops the run. */
@@ -1078,19 +1154,68 @@ static int checkpoint(run_t *run, trace_t *t, i64 j, i64 k, buf_t *scratch) {
     return 1;
 }
 
+#include "cycle_memo.c"
+
 /* -- the run -------------------------------------------------------------------------------- */
 
+/* The result from the live controllers (counts and statistics on top of the accumulators). */
+static int emit_live(run_t *run, result_t *res) {
+    const config_t *cfg = run->cfg;
+    i64 w = out_width(cfg), nch = cfg->channels;
+    i64 *out = malloc((size_t)(nch * w) * sizeof(i64));
+    i64 *rows = malloc((size_t)(nch * cfg->banks) * sizeof(i64));
+    i64 *modes = malloc((size_t)nch * sizeof(i64));
+    if (!out || !rows || !modes) { free(out); free(rows); free(modes); return 0; }
+    for (i64 i = 0; i < run->nctl; i++) {
+        const ctl_t *c = &run->ctls[i];
+        for (u64 m = c->members; m; m &= m - 1) {
+            int ch = lowest(m);
+            i64 *o = out + ch * w;
+            for (i64 j = 0; j < cfg->commands; j++) o[j] = c->counts[j];
+            o[cfg->commands] = c->active_cycles;
+            o[cfg->commands + 1] = c->precharged_cycles;
+            o[cfg->commands + 2] = c->idle_cycles;
+            if (run->acc)
+                for (i64 j = 0; j < w; j++) o[j] += run->acc[ch * w + j];
+            memcpy(rows + ch * cfg->banks, c->open_row, (size_t)cfg->banks * sizeof(i64));
+            modes[ch] = c->reg_mode;
+        }
+    }
+    emit(cfg, res, out, rows, modes);
+    free(out); free(rows); free(modes);
+    return 1;
+}
+
 i64 aim_run(const config_t *cfg, const program_t *prog, const start_t *start, result_t *res,
-            progress_fn progress, trace_t *trace) {
+            progress_fn progress, trace_t *trace, memo_t *memo) {
     run_t run;
     memset(&run, 0, sizeof run);
     run.cfg = cfg;
     run.prog = prog;
     run.due = -1;
     run.ctls = calloc((size_t)cfg->channels, sizeof *run.ctls);
-    if (!run.ctls) return ERR_MEMORY;
+    if (!run.ctls || cfg->commands > 64) { free(run.ctls); return ERR_MEMORY; }
+    for (i64 c = 0; c < cfg->commands; c++) /* the longest gap of a rule each command starts */
+        for (int l = 0; l < 3; l++) {
+            const i64 *at = cfg->after_start + l * (cfg->commands + 1);
+            for (i64 i = at[c]; i < at[c + 1]; i++)
+                if (cfg->after_gap[i] > run.reach[c]) run.reach[c] = cfg->after_gap[i];
+        }
     i64 status = OK, k = 0, clk = 0;
     buf_t scratch = {NULL, 0, 0, 0}; /* a matching run's state at its checkpoints */
+    memo_run_t mr;
+    int memoised = memo && !trace && !cfg->record; /* a memo records no schedule */
+    int ended = 0; /* the run ended in a segment taken from the memo */
+    i64 *end_rows = NULL, *end_modes = NULL;
+    if (memoised) {
+        run.acc = calloc((size_t)(cfg->channels * out_width(cfg)), sizeof(i64));
+        end_rows = malloc((size_t)(cfg->channels * cfg->banks) * sizeof(i64));
+        end_modes = malloc((size_t)cfg->channels * sizeof(i64));
+        if (!memo_run_init(&mr, memo, cfg) || !run.acc || !end_rows || !end_modes) {
+            status = ERR_MEMORY;
+            goto done;
+        }
+    }
     for (i64 g = 0; g < start->groups; g++) {
         ctl_t *c = &run.ctls[run.nctl++];
         if (!ctl_init(c, cfg, start->members[g])) { status = ERR_MEMORY; goto done; }
@@ -1109,11 +1234,28 @@ i64 aim_run(const config_t *cfg, const program_t *prog, const start_t *start, re
     own(&run);
     i64 next_progress = (i64)1 << 20;
     i64 passed = 0; /* the last checkpoint index taken */
+    i64 last_point = -1; /* the last memo point looked at */
     if (trace) trace->matched = -1;
     for (;;) {
         if (progress && k >= next_progress) {
             progress(run.head, k);
             next_progress = k + ((i64)1 << 20);
+        }
+        if (memoised) {
+            i64 h = memo_head(&run);
+            if (mr.pending && h > mr.pnext) { mr.pending = 0; memo->stat[MEMO_DROPPED] += 1; }
+            if (h != last_point && h < prog->n && is_point(cfg, prog, h)) {
+                last_point = h;
+                if (clean(&run, h)) {
+                    int got = memo_point(&run, &mr, &k, h, end_rows, end_modes);
+                    if (got < 0) { status = ERR_MEMORY; goto done; }
+                    if (got) { ended = 1; clk = k; break; }
+                    last_point = memo_head(&run);
+                } else if (mr.pending && h == mr.pnext) {
+                    mr.pending = 0;
+                    memo->stat[MEMO_DROPPED] += 1;
+                }
+            }
         }
         if (trace && passed < trace->cap && run.head >= trace->at_head[passed]) {
             while (passed < trace->cap && run.head >= trace->at_head[passed]) passed++;
@@ -1165,22 +1307,23 @@ i64 aim_run(const config_t *cfg, const program_t *prog, const start_t *start, re
         if (k - run.last_change > cfg->stall_limit) { status = ERR_STALL; goto done; }
     }
     if (status == CONVERGED) clk = k; /* the run stops at the checkpoint's cycle */
-    for (i64 i = 0; i < run.nctl; i++) ctl_account(&run.ctls[i], clk);
     res->cycles = clk;
-    res->controllers = run.nctl;
-    for (i64 i = 0; i < run.nctl; i++) {
-        ctl_t *c = &run.ctls[i];
-        res->members[i] = c->members;
-        memcpy(res->counts + i * cfg->commands, c->counts, (size_t)cfg->commands * sizeof(i64));
-        res->stats[3 * i] = c->active_cycles;
-        res->stats[3 * i + 1] = c->precharged_cycles;
-        res->stats[3 * i + 2] = c->idle_cycles;
-        memcpy(res->open_row + i * cfg->banks, c->open_row, (size_t)cfg->banks * sizeof(i64));
-        res->reg_mode[i] = c->reg_mode;
+    if (ended) {
+        emit(cfg, res, mr.out, end_rows, end_modes);
+    } else {
+        for (i64 i = 0; i < run.nctl; i++) ctl_account(&run.ctls[i], clk);
+        if (memoised && mr.pending && mr.pnext == prog->n) { /* the last segment: to the end */
+            vstate_t *v = &mr.v[0];
+            if (!snapshot(&run, clk, v, &mr.local, &mr.scratch)) { status = ERR_MEMORY; goto done; }
+            record(&run, &mr, v, clk, prog->n, 1);
+        }
+        if (!emit_live(&run, res)) { status = ERR_MEMORY; goto done; }
     }
 done:
     free(scratch.v);
-    res->retired = run.head;
+    if (memoised) memo_run_release(&mr);
+    free(run.acc); free(end_rows); free(end_modes);
+    res->retired = ended ? prog->n : run.head;
     res->records = run.records;
     res->n_records = run.n_records;
     if (status != OK && status != CONVERGED) res->cycles = k;

@@ -75,8 +75,8 @@ from patton.sim.serving.conversations import Conversation
 from patton.sim.serving.engine import EmbeddedEngine, Sequence
 from patton.sim.serving.vllm_engine import VllmParams
 
-__all__ = ["PARTS", "PartCost", "Reference", "RunCost", "foreign", "measure",
-           "profile", "reference"]
+__all__ = ["PARTS", "PartCost", "Reference", "RunCost", "foreign", "measure", "measure_many",
+           "pim_twins", "profile", "reference"]
 
 #: The parts of PIM attention (the paper's Fig. 7): Key writes, Value writes (and Commit Zone
 #: commits), QK^T and SV.
@@ -329,7 +329,8 @@ def costs(frontend: str) -> CostCache:
     (:mod:`patton.sim.cost_cache`), so reuse across runs is as exact as within one.
     """
     if frontend not in _CACHES:
-        _CACHES[frontend] = CostCache(CycleModel(DEVICE, drain=True, frontend=frontend),
+        _CACHES[frontend] = CostCache(CycleModel(DEVICE, drain=True, frontend=frontend,
+                                                 memo=True),
                                       capacity=CACHED_COSTS)
     return _CACHES[frontend]
 
@@ -346,14 +347,15 @@ class _Device:
         self.problems: list[str] = []
         self.runs = 0
 
-    def run(self, program: Program, state: DeviceState, again: bool = False
+    def run(self, program: Program, state: DeviceState
             ) -> tuple[int, float, np.ndarray, DeviceState]:
         """Return the program's cycles, energy (pJ), energy by component (pJ, in
-        :data:`~patton.sim.energy.COMPONENTS` order) and end state, from ``state``;
-        ``again``: the program runs again next, from the state this run leaves."""
-        r = self.timing.run(program, state, again=again) if isinstance(
-            self.timing, CostCache) else self.timing.run(program, state)
+        :data:`~patton.sim.energy.COMPONENTS` order) and end state, from ``state``."""
         self.runs += 1
+        if isinstance(self.timing, CostCache):  # unchecked: the cost alone
+            c = self.timing.cost(program, state)
+            return c.cycles, c.energy_pj, np.array(c.components_pj), c.state
+        r = self.timing.run(program, state)
         if self.check:
             per: dict[int, list] = {}
             for cmd in r.schedule or ():
@@ -379,13 +381,12 @@ class _Work:
     decode: list[tuple[Sequence, int, int]] = field(default_factory=list)  # seq, rid, block
     pieces: list[tuple[Sequence, int, int, int, int]] = field(default_factory=list)
     # (seq, block, offset, position, tokens) of the prefill chunks, block by block
+    chunks: list[tuple[Sequence, int, int]] = field(default_factory=list)  # (seq, new, ctx)
     whole: list[tuple[int, int]] = field(default_factory=list)  # prefill chunks (new, ctx)
-    required: list[tuple[int, int]] = field(default_factory=list)  # of them, the required
     width: int = 0  # the SV buffer width (max decode table length x block size)
 
 
-def _work(batch: Any, engine: EmbeddedEngine, attached: runtimes.Attached,
-          ref: Reference | None, unreferenced: set[str]) -> _Work:
+def _work(batch: Any, engine: EmbeddedEngine, attached: runtimes.Attached) -> _Work:
     """Split a step's schedule into decode tokens, prefill pieces and GPU chunks."""
     bs = engine.params.block_size
     tables = engine.kv.tables
@@ -403,18 +404,29 @@ def _work(batch: Any, engine: EmbeddedEngine, attached: runtimes.Attached,
             end = min(start + n, (pos // bs + 1) * bs)
             w.pieces.append((seq, table[pos // bs], pos % bs, pos, end - pos))
             pos = end
+        w.chunks.append((seq, n, start))
         w.whole.append((n, start))
-        if seq.num_preemptions:  # recomputed after a preemption: never required
+    w.width = widest * bs
+    return w
+
+
+def _required(chunks: list[tuple[Sequence, int, int]], ref: Reference,
+              unreferenced: set[str]) -> list[tuple[int, int]]:
+    """Of a step's prefill chunks, the parts the GPU reference computes too (``(new, ctx)``):
+    the tokens past its prefix hit, on a request's first computation (tokens recomputed after a
+    preemption are never required)."""
+    out = []
+    for seq, n, start in chunks:
+        if seq.num_preemptions:
             continue
-        hit = ref.required.get(seq.request_id) if ref is not None else start
+        hit = ref.required.get(seq.request_id)
         if hit is None:
             unreferenced.add(seq.request_id)
             hit = start
         lo = max(start, hit)
         if start + n > lo:
-            w.required.append((start + n - lo, lo))
-    w.width = widest * bs
-    return w
+            out.append((start + n - lo, lo))
+    return out
 
 
 def _split(w: Any) -> list[tuple[str, Program]]:
@@ -428,21 +440,58 @@ def _split(w: Any) -> list[tuple[str, Program]]:
     return out
 
 
-class _Meter:
-    """One measured run: the engine, the runtime, the device, the sums."""
+@dataclass
+class _Line:
+    """One front end's share of a run: its device, the state it is in, its sums."""
 
-    def __init__(self, conversations: list[Conversation], spec: ModelSpec, runtime: str, *,
-                 steps: int, frontend: str, clients: int, pool: int, max_model_len: int,
-                 max_batched_tokens: int, ref: Reference, check: bool,
-                 num_blocks: int | None, layers: int | None = None,
+    frontend: str
+    device: _Device
+    state: DeviceState
+    parts: dict[str, PartCost] = field(default_factory=lambda: {n: PartCost() for n in PARTS})
+    seconds: float = 0.0  # wall time of its cycle model
+
+
+@dataclass
+class _Pricing:
+    """One model's share of a run: the GPU reference it is measured against, its recompute."""
+
+    spec: ModelSpec
+    ref: Reference
+    gpu: gpu_cost.AnalyticCost
+    recompute: gpu_cost.Cost = gpu_cost.ZERO
+    recomputed: int = 0  # prefill tokens its reference did not need
+    unreferenced: set[str] = field(default_factory=set)
+    seconds: float = 0.0  # wall time of its GPU model
+
+
+def pim_twins(a: ModelSpec, b: ModelSpec) -> bool:
+    """True if ``a`` and ``b`` have one attention shape (layers, KV and query heads, head
+    size): a PIM runtime lays them out alike and the engine serves them alike (their KV takes
+    the same bytes), so one run gives both every PIM figure; only the GPU's pricing differs
+    (OPT-6.7B and Qwen1.5-7B)."""
+    return (a.layers, a.kv_heads, a.q_heads, a.d_head) == \
+        (b.layers, b.kv_heads, b.q_heads, b.d_head)
+
+
+class _Meter:
+    """One measured run: the engine, the runtime, the device per front end, the sums.
+
+    Several front ends (``lines``) cost the same programs, each from its own device state;
+    several models that are :func:`pim_twins` (``pricings``) share the run, each priced on the
+    GPU against its own reference.
+    """
+
+    def __init__(self, conversations: list[Conversation], specs: list[ModelSpec],
+                 runtime: str, *, steps: int, frontends: list[str], clients: int, pool: int,
+                 max_model_len: int, max_batched_tokens: int, refs: list[Reference],
+                 check: bool, num_blocks: int | None, layers: int | None = None,
                  replay: bool = False) -> None:
         prof = profile(runtime)
+        spec = specs[0]
         self.spec = spec
         self.runtime_name = runtime
         self.steps = steps
-        self.frontend = frontend
         self.check = check
-        self.ref = ref
         self.attached = runtimes.attach(runtime, spec, num_blocks=num_blocks,
                                         block_size=prof.block_size, fill=False)
         rt = self.attached.runtime
@@ -464,18 +513,14 @@ class _Meter:
             raise ValueError(f"runtime {runtime!r} has no per-layer row band "
                              "(config.rows_per_layer): the layers cannot be counted")
         self.band = band
-        self.device = _Device(frontend, check)
-        self.state = DeviceState.reset(DEVICE)
-        self.gpu = gpu_cost.AnalyticCost(spec)
-        self.parts = {name: PartCost() for name in PARTS}
-        self.recompute = gpu_cost.ZERO
-        self.counts = dict.fromkeys(("prefill", "decode", "recomputed", "preemptions"), 0)
+        self.lines = [_Line(f, _Device(f, check), DeviceState.reset(DEVICE)) for f in frontends]
+        self.device = self.lines[0].device  # a checked run has one line
+        self.pricings = [_Pricing(s, r, gpu_cost.AnalyticCost(s)) for s, r in zip(specs, refs)]
+        self.counts = dict.fromkeys(("prefill", "decode", "preemptions"), 0)
         self.prompts: dict[str, int] = {}
         self.finished_prompt = 0
         self.finished_cached = 0
-        self.unreferenced: set[str] = set()
-        self.timers = dict.fromkeys(("engine", "programs", "cycle_model", "gpu", "checks"),
-                                    0.0)
+        self.timers = dict.fromkeys(("engine", "programs", "checks"), 0.0)
         self._arrays: dict[tuple, np.ndarray] = {}
         self.mismatches = 0
         self.patton = isinstance(rt, Runtime)
@@ -506,7 +551,8 @@ class _Meter:
 
     # ------------------------------------------------------------------ the loop
 
-    def run(self, on_step: Callable[[int], None] | None) -> RunCost:
+    def run(self, on_step: Callable[[int], None] | None) -> dict[tuple[str, str], RunCost]:
+        """Serve the workload; return a cost per (model, front end)."""
         started = time.perf_counter()
         index = 0
         t = time.perf_counter
@@ -523,7 +569,7 @@ class _Meter:
                                   f"{self.clients.in_flight} request(s) in flight (too few "
                                   "blocks for one request?)")
             self.counts["preemptions"] += len(batch.preempted)
-            work = _work(batch, self.engine, self.attached, self.ref, self.unreferenced)
+            work = _work(batch, self.engine, self.attached)
             t1 = t()
             self.timers["engine"] += t1 - t0
             self._step(work)
@@ -541,38 +587,48 @@ class _Meter:
             index += 1
             if on_step is not None:
                 on_step(index - 1)
-        rc = RunCost(
-            model=self.spec.name, runtime=self.runtime_name, frontend=self.frontend,
-            steps=index, parts=self.parts, recompute_seconds=self.recompute.seconds,
-            recompute_joules=self.recompute.joules, prefill_tokens=self.counts["prefill"],
-            decode_tokens=self.counts["decode"], recomputed_tokens=self.counts["recomputed"],
-            preemptions=self.counts["preemptions"],
-            hit_rate=self.finished_cached / self.finished_prompt if self.finished_prompt
-            else 0.0,
-            checked_programs=self.device.checked, violations=self.device.violations,
-            wall_seconds=time.perf_counter() - started, mismatches=self.mismatches,
-            unreferenced=len(self.unreferenced),
-            seconds_by_phase={k: round(v, 6) for k, v in self.timers.items()})
-        return rc
+        wall = time.perf_counter() - started
+        out = {}
+        for line in self.lines:
+            for pr in self.pricings:
+                phases = {"engine": self.timers["engine"], "programs": self.timers["programs"],
+                          "cycle_model": line.seconds, "gpu": pr.seconds,
+                          "checks": self.timers["checks"]}
+                out[pr.spec.name, line.frontend] = RunCost(
+                    model=pr.spec.name, runtime=self.runtime_name, frontend=line.frontend,
+                    steps=index, parts=line.parts, recompute_seconds=pr.recompute.seconds,
+                    recompute_joules=pr.recompute.joules,
+                    prefill_tokens=self.counts["prefill"], decode_tokens=self.counts["decode"],
+                    recomputed_tokens=pr.recomputed, preemptions=self.counts["preemptions"],
+                    hit_rate=self.finished_cached / self.finished_prompt
+                    if self.finished_prompt else 0.0,
+                    checked_programs=line.device.checked, violations=line.device.violations,
+                    wall_seconds=wall, mismatches=self.mismatches,
+                    unreferenced=len(pr.unreferenced),
+                    seconds_by_phase={k: round(v, 6) for k, v in phases.items()})
+        return out
 
     def _step(self, work: _Work) -> None:
         t = time.perf_counter
         t0 = t()
         progs = self._programs(work)
-        t1 = t()
-        self.timers["programs"] += t1 - t0
+        self.timers["programs"] += t() - t0
         if progs:
-            self._cost(progs)
-        t2 = t()
-        self.timers["cycle_model"] += t2 - t1
+            for line in self.lines:
+                t1 = t()
+                self._cost(progs, line)
+                line.seconds += t() - t1
         if work.whole:
-            self.counts["prefill"] += sum(n for n, _ in work.whole)
-            self.counts["recomputed"] += (sum(n for n, _ in work.whole)
-                                          - sum(n for n, _ in work.required))
-            self.recompute = self.recompute + gpu_cost.recompute_cost(
-                self.gpu, work.whole, work.required)
+            whole = sum(n for n, _ in work.whole)
+            self.counts["prefill"] += whole
+            for pr in self.pricings:
+                t2 = t()
+                required = _required(work.chunks, pr.ref, pr.unreferenced)
+                pr.recomputed += whole - sum(n for n, _ in required)
+                pr.recompute = pr.recompute + gpu_cost.recompute_cost(pr.gpu, work.whole,
+                                                                      required)
+                pr.seconds += t() - t2
         self.counts["decode"] += len(work.decode)
-        self.timers["gpu"] += t() - t2
 
     def _programs(self, work: _Work) -> list[tuple[str, Program, int]]:
         """Write the step's KV and build layer 0's attention: ``(part, program, repeats)``."""
@@ -630,16 +686,16 @@ class _Meter:
 
     # ------------------------------------------------------------------ cost
 
-    def _chain(self, progs: list[tuple[str, Program, int]], state: DeviceState
-               ) -> tuple[dict[str, list], DeviceState]:
+    def _chain(self, progs: list[tuple[str, Program, int]], state: DeviceState,
+               device: _Device) -> tuple[dict[str, list], DeviceState]:
         """Run one layer's programs from ``state``: cost by part, end state."""
-        run = self.device.run
+        run = device.run
         costs = {name: [0, 0.0, 0.0] for name in PARTS}
         for part, prog, repeats in progs:
             acc = costs[part]
             done = 0
             while done < repeats:
-                cycles, pj, split, end = run(prog, state, repeats - done > 1)
+                cycles, pj, split, end = run(prog, state)
                 if end == state:  # a fixpoint: every call left costs the same
                     acc[0] += cycles * (repeats - done)
                     acc[1] += pj * (repeats - done)
@@ -652,23 +708,24 @@ class _Meter:
                 done += 1
         return costs, state
 
-    def _cost(self, progs: list[tuple[str, Program, int]]) -> None:
-        """Run the step's chain for every layer (exactly: see the module docstring)."""
-        state = self.state
+    def _cost(self, progs: list[tuple[str, Program, int]], line: _Line) -> None:
+        """Run the step's chain for every layer on ``line`` (exactly: see the module
+        docstring)."""
+        state = line.state
         done = 0
         while done < self.layers:
             start = foreign(state, self.band)
-            costs, end = self._chain(progs, start)
+            costs, end = self._chain(progs, start, line.device)
             same = foreign(end, self.band) == start
             times = self.layers - done if same else 1
             for name, (cycles, pj, split) in costs.items():
-                part = self.parts[name]
+                part = line.parts[name]
                 part.cycles += cycles * times
                 part.energy_pj += pj * times
                 part.components_pj = tuple(np.add(part.components_pj, split * times).tolist())
             state = end
             done += times
-        self.state = state
+        line.state = state
 
     # ------------------------------------------------------------------ checks
 
@@ -730,38 +787,58 @@ class _Meter:
 # ------------------------------------------------------------------------------ measure
 
 
-def _prepare(conversations: Iterable[Conversation], model: str | ModelSpec, runtime: str, *,
-             steps: int, frontend: str, clients: int, pool: int, max_model_len: int,
-             max_batched_tokens: int, ref: Reference | None, check: bool,
-             num_blocks: int | None, layers: int | None = None,
-             replay: bool = False) -> _Meter:
-    spec = _model(model)
+def _prepare(conversations: Iterable[Conversation], model: str | ModelSpec | list[Any],
+             runtime: str, *, steps: int, frontend: str | list[str], clients: int, pool: int,
+             max_model_len: int, max_batched_tokens: int,
+             ref: Reference | list[Reference] | None, check: bool, num_blocks: int | None,
+             layers: int | None = None, replay: bool = False) -> _Meter:
+    """The meter of a run: one or several models (PIM twins), one or several front ends."""
+    specs = [_model(m) for m in ([model] if isinstance(model, (str, ModelSpec)) else model)]
+    frontends = [frontend] if isinstance(frontend, str) else list(frontend)
     _counts(steps, clients, pool, max_model_len, max_batched_tokens, num_blocks)
     if runtime == "gpu":
         raise ValueError("runtime 'gpu' is vLLM's own KV cache: it has no PIM programs to "
                          "cost (it is the reference: use reference())")
     if runtime not in runtimes.VARIANTS:
         raise ValueError(f"unknown runtime {runtime!r}; known: {', '.join(runtimes.VARIANTS)}")
-    if frontend not in FRONTENDS:
-        raise ValueError(f"unknown front end {frontend!r}; known: {', '.join(FRONTENDS)}")
+    if not specs or not frontends:
+        raise ValueError("a run needs at least one model and one front end")
+    for f in frontends:
+        if f not in FRONTENDS:
+            raise ValueError(f"unknown front end {f!r}; known: {', '.join(FRONTENDS)}")
+    if len(set(frontends)) != len(frontends) or len({s.name for s in specs}) != len(specs):
+        raise ValueError("a model or front end named twice in one run")
+    for s in specs[1:]:
+        if not pim_twins(specs[0], s):
+            raise ValueError(f"{s.name} and {specs[0].name} have different attention shapes: "
+                             "one run serves only models that are PIM twins")
+    if (check or replay) and len(specs) * len(frontends) > 1:
+        raise ValueError("a checked run costs one model on one front end")
+    spec = specs[0]
     limit = runtimes.max_context(runtime, spec)
     if limit is not None and max_model_len > limit:
         raise ValueError(f"runtime {runtime!r} holds at most {limit} tokens of {spec.name} "
                          f"context; max_model_len is {max_model_len}")
     convs = list(conversations)
-    if ref is None:
-        ref = reference(convs, spec, steps=steps, clients=clients, pool=pool,
-                        max_model_len=max_model_len, max_batched_tokens=max_batched_tokens,
-                        num_blocks=num_blocks)
-    else:
-        want = (spec.name, clients, pool, max_model_len, max_batched_tokens, num_blocks)
-        if ref.workload() != want:
+    given = [ref] if isinstance(ref, Reference) else list(ref) if ref is not None else None
+    if given is not None and len(given) != len(specs):
+        raise ValueError(f"{len(given)} references for {len(specs)} models")
+    refs = []
+    for k, s in enumerate(specs):
+        if given is None:
+            refs.append(reference(convs, s, steps=steps, clients=clients, pool=pool,
+                                  max_model_len=max_model_len,
+                                  max_batched_tokens=max_batched_tokens, num_blocks=num_blocks))
+            continue
+        want = (s.name, clients, pool, max_model_len, max_batched_tokens, num_blocks)
+        if given[k].workload() != want:
             raise ValueError(f"the reference was run with (model, clients, pool, "
                              f"max_model_len, max_batched_tokens, num_blocks) = "
-                             f"{ref.workload()}, this run is {want}")
-    return _Meter(convs, spec, runtime, steps=steps, frontend=frontend, clients=clients,
+                             f"{given[k].workload()}, this run is {want}")
+        refs.append(given[k])
+    return _Meter(convs, specs, runtime, steps=steps, frontends=frontends, clients=clients,
                   pool=pool, max_model_len=max_model_len,
-                  max_batched_tokens=max_batched_tokens, ref=ref, check=check or replay,
+                  max_batched_tokens=max_batched_tokens, refs=refs, check=check or replay,
                   num_blocks=num_blocks, layers=layers, replay=replay)
 
 
@@ -787,9 +864,41 @@ def measure(conversations: Iterable[Conversation], model: str, runtime: str, *, 
             another workload.
         ClientError: a step scheduled nothing (too few blocks for one request).
     """
-    meter = _prepare(conversations, model, runtime, steps=steps, frontend=frontend,
-                     clients=clients, pool=pool, max_model_len=max_model_len,
-                     max_batched_tokens=max_batched_tokens, ref=reference, check=check,
+    spec = _model(model)
+    (cost,) = measure_many(conversations, [spec], runtime, steps=steps, frontends=[frontend],
+                           clients=clients, pool=pool, max_model_len=max_model_len,
+                           max_batched_tokens=max_batched_tokens,
+                           references=None if reference is None else [reference],
+                           check=check, on_step=on_step, num_blocks=num_blocks,
+                           replay=replay).values()
+    return cost
+
+
+def measure_many(conversations: Iterable[Conversation], models: Iterable[str | ModelSpec],
+                 runtime: str, *, steps: int, frontends: Iterable[str], clients: int,
+                 pool: int, max_model_len: int = 2048, max_batched_tokens: int = 2048,
+                 references: Iterable[Reference] | None = None, check: bool = False,
+                 on_step: Callable[[int], None] | None = None, num_blocks: int | None = None,
+                 replay: bool = False) -> dict[tuple[str, str], RunCost]:
+    """:func:`measure` for every model of ``models`` on every front end of ``frontends`` in
+    one run; return the costs keyed ``(model name, front end)``.
+
+    The engine and the runtime run once: the front ends cost the same programs, each from its
+    own device state, and the models must be :func:`pim_twins` (the same PIM layout and
+    engine), each priced on the GPU against its own reference (``references``, in the order
+    of ``models``; computed when None). Every cost equals what :func:`measure` gives for its
+    model and front end alone (``tests/test_run_cost.py``). A checked run is one model on one
+    front end.
+
+    Raises:
+        ValueError: as :func:`measure`, models of different attention shapes, a model or
+            front end named twice, or a checked run of several.
+        ClientError: a step scheduled nothing.
+    """
+    meter = _prepare(conversations, list(models), runtime, steps=steps,
+                     frontend=list(frontends), clients=clients, pool=pool,
+                     max_model_len=max_model_len, max_batched_tokens=max_batched_tokens,
+                     ref=None if references is None else list(references), check=check,
                      num_blocks=num_blocks, replay=replay)
     return meter.run(on_step)
 
