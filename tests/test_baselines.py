@@ -404,3 +404,45 @@ def test_plan_reads_made_from_columns_equal_their_tuples():
     assert list(reads) == [(0, 5, 7), (1, 6, 8), (2, 9, 3)] and reads[2] == (2, 9, 3)
     assert reads == [(0, 5, 7), (1, 6, 8), (2, 9, 3)] and reads != [(0, 5, 7)]
     assert all(type(x) is int for x in reads[0])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_token_key_writes_are_key_writes_of_one_token_each(seed):
+    """A decode step's Key writes built at once equal the chunk-by-chunk builder's program,
+    field for field and payload for payload."""
+    from patton.runtime.baselines import programs
+
+    rng = np.random.default_rng(seed)
+    g = Geometry(ModelSpec("m", layers=2, kv_heads=4, q_heads=8, d_head=128), block_size=16)
+    n = int(rng.integers(1, 9))
+    places = np.stack([rng.integers(0, 32, size=(g.heads, 3)),
+                       rng.integers(0, g.slots, size=(g.heads, 3))], axis=-1)  # 3 units a block
+    blocks = [places.copy() for _ in range(n)]
+    offsets = rng.integers(0, 48, size=n)
+    keys = rng.integers(0, 1 << 16, size=(n, 2, g.heads, 128), dtype=np.uint16)
+    whole = programs.key_writes(g, 2, [(b, int(o), keys[i][:, None])
+                                       for i, (b, o) in enumerate(zip(blocks, offsets))])
+    units = np.stack([b[:, o // UNIT] for b, o in zip(blocks, offsets)])
+    fast = programs.token_key_writes(g, units, offsets, keys)
+    from patton.sim.program import FIELDS, HOST_FIELDS
+
+    for name in ("op", *FIELDS, *HOST_FIELDS, "start", "size", "data"):
+        assert np.array_equal(getattr(whole, name), getattr(fast, name)), name
+
+
+def test_plans_deal_their_read_outs_and_segments_when_first_looked_at():
+    """A batch's plans get their read-outs (and SV segments) from the program's arrays only
+    when asked; what they get is what decoding needs (bit-exact attention, above)."""
+    rt = baseline("blockpim").runtime(Geometry(ModelSpec("m", layers=1, kv_heads=2,
+                                                          q_heads=2, d_head=128),
+                                                block_size=128))
+    for r in range(3):
+        rt.allocate(r, r)
+        kv = np.zeros((1, 40 + 10 * r, 2, 128), np.uint16)
+        rt.write_many([(r, 0, kv, kv)], emit=False)
+    _, plans = rt.sv_step([0, 1, 2], 0, rt.sv_buffer([0, 1, 2], 0, 128))
+    assert plans[0].segments._fill is not None and plans[2].reads._source is not None
+    assert len(plans[1].segments) > 0  # one plan looked at: every plan's are filled
+    assert all(p.segments._fill is None for p in plans)
+    total = sum(len(p.reads) for p in plans)
+    assert total == len(plans.order) and all(p.reads._source is None for p in plans)

@@ -36,7 +36,7 @@ instruction.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,8 +45,8 @@ from patton.runtime.baselines.geometry import UNIT, Geometry
 from patton.sim.isa import MASK_BITS, Opcode, channel_bit
 from patton.sim.program import FIELDS, OP_ID, UNSET, Program, Readout
 
-__all__ = ["Job", "Reads", "QkPlan", "SvPlan", "key_writes", "value_writes", "token_value_writes",
-           "qk_program", "sv_program", "empty"]
+__all__ = ["Jobs", "Reads", "QkPlan", "SvPlan", "key_writes", "value_writes",
+           "token_key_writes", "token_value_writes", "qk_program", "sv_program", "empty"]
 
 _GB, _BIAS, _MAC, _RD, _W, _ABK = (OP_ID[o] for o in (
     Opcode.WR_GB, Opcode.WR_BIAS, Opcode.MAC_ABK, Opcode.RD_MAC, Opcode.WR_MEM, Opcode.WR_ABK))
@@ -157,6 +157,36 @@ def value_writes(g: Geometry, layers: int,
     return _assemble(np.concatenate(cols, axis=1), np.concatenate(data))
 
 
+def token_key_writes(g: Geometry, places: np.ndarray, offsets: np.ndarray,
+                     keys: np.ndarray) -> Program:
+    """:func:`key_writes` of one token per request (a decode step), built at once: the same
+    program as ``key_writes(g, layers, [(place, offset, keys[i][:, None]) ...])``.
+
+    ``places`` ``(requests, heads, 2)`` is each token's Key unit, ``offsets`` its block
+    offsets, ``keys`` ``(requests, layers, heads, D)`` bf16 bits.
+    """
+    n, layers, h, _ = keys.shape
+    e = g.bursts
+    if n == 0:
+        return empty()
+    offsets = np.asarray(offsets, dtype=np.int64)
+    rel, col0 = np.divmod(places[:, :, 1], g.keys_per_row)  # (n, heads)
+    shape = (n, layers, h, e)
+    c = np.empty((len(_FIELDS),) + shape, dtype=np.int64)
+    c[0] = _W
+    c[1:4] = _U
+    c[4] = (offsets % UNIT)[:, None, None, None]
+    c[5] = (np.arange(layers)[None, :, None, None] * g.rows_per_layer
+            + rel[:, None, :, None])
+    c[6] = places[:, :, 0][:, None, :, None]
+    c[7] = (col0 * e)[:, None, :, None] + np.arange(e)
+    c[8] = _U
+    c[9] = np.arange(np.prod(shape)).reshape(shape) * UNIT
+    c[10] = UNIT
+    data = np.ascontiguousarray(keys, dtype=np.uint16).reshape(-1)
+    return _assemble(c.reshape(len(_FIELDS), -1), data)
+
+
 def token_value_writes(g: Geometry, places: np.ndarray, offsets: np.ndarray,
                        values: np.ndarray) -> Program:
     """Return one ``WR_ABK`` per request, layer, head and Value row for a decode step.
@@ -193,17 +223,44 @@ def token_value_writes(g: Geometry, places: np.ndarray, offsets: np.ndarray,
 
 
 @dataclass(frozen=True, slots=True)
-class Job:
-    """One request's KV head in an attention program.
+class Jobs:
+    """The jobs of an attention program: one per request of the batch and KV head.
 
-    ``key`` / ``value`` are ``(units, 2)`` ``(channel, slot)`` pairs of the request's units in
-    table order (unit ``j`` holds tokens ``16 j ..`` of the request's table layout).
+    Job ``k``'s ``(channel, slot)`` pairs of its request's units in table order (unit ``j``
+    holds tokens ``16 j ..`` of the request's table layout) are ``key[key_at[k]:key_at[k] +
+    key_sizes[k]]`` (and likewise for Values): the jobs' placements concatenated in job order.
     """
 
-    index: int  # the request's position in the batch
-    head: int  # KV head
-    key: np.ndarray  # (units, 2)
-    value: np.ndarray  # (units, 2)
+    index: np.ndarray  # per job: its request's position in the batch
+    head: np.ndarray  # per job: its KV head
+    key_sizes: np.ndarray  # per job: its units
+    key: np.ndarray  # (units, 2), every job's in job order
+    value_sizes: np.ndarray
+    value: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    @classmethod
+    def of(cls, requests: Sequence[tuple[int, np.ndarray, np.ndarray]]) -> Jobs:
+        """The jobs of ``(batch position, key places (heads, units, 2), value places (heads,
+        units, 2))`` per request, a job per head, in request then head order."""
+        if not requests:
+            none = np.zeros(0, dtype=np.int64)
+            return cls(none, none, none, np.zeros((0, 2), np.int64), none,
+                       np.zeros((0, 2), np.int64))
+        heads = requests[0][1].shape[0]
+        index = np.repeat(np.array([i for i, _, _ in requests], dtype=np.int64), heads)
+        head = np.tile(np.arange(heads, dtype=np.int64), len(requests))
+        key_sizes = np.repeat(np.array([k.shape[1] for _, k, _ in requests], dtype=np.int64),
+                              heads)
+        value_sizes = np.repeat(np.array([v.shape[1] for _, _, v in requests],
+                                         dtype=np.int64), heads)
+        key = np.concatenate([k.reshape(-1, 2) for _, k, _ in requests]).astype(np.int64,
+                                                                                 copy=False)
+        value = np.concatenate([v.reshape(-1, 2) for _, _, v in requests]).astype(np.int64,
+                                                                                   copy=False)
+        return cls(index, head, key_sizes, key, value_sizes, value)
 
 
 class Reads(Sequence):
@@ -214,11 +271,12 @@ class Reads(Sequence):
     never decodes its read-outs) does not pay for them.
     """
 
-    __slots__ = ("_columns", "_items")
+    __slots__ = ("_columns", "_items", "_source")
 
     def __init__(self, items: Sequence[tuple[int, ...]] = ()) -> None:
         self._columns: list[np.ndarray] = []
         self._items = list(items)
+        self._source: _Deal | None = None  # the batch that deals them, when first looked at
 
     def put(self, columns: Sequence[np.ndarray]) -> None:
         """Append the read-outs whose fields are ``columns`` (equal lengths)."""
@@ -227,12 +285,16 @@ class Reads(Sequence):
         self._columns = list(columns)
 
     def _made(self) -> list[tuple[int, ...]]:
+        if self._source is not None:
+            self._source.deal()
         if self._columns:
             self._items.extend(zip(*(c.tolist() for c in self._columns)))
             self._columns = []
         return self._items
 
     def __len__(self) -> int:
+        if self._source is not None:
+            self._source.deal()
         return len(self._items) + (len(self._columns[0]) if self._columns else 0)
 
     def __getitem__(self, i):  # type: ignore[override]
@@ -332,12 +394,10 @@ class _Units:
     gch: np.ndarray  # per group: its channel
 
     @classmethod
-    def of(cls, jobs: Sequence[Job], kind: str) -> _Units:
+    def of(cls, jobs: Jobs, kind: str) -> _Units:
         """The units of ``jobs``' ``kind`` (``"key"`` or ``"value"``) placements."""
-        places = [j.key if kind == "key" else j.value for j in jobs]
-        sizes = np.array([len(p) for p in places], dtype=np.int64)
-        place = (np.concatenate(places).astype(np.int64, copy=False) if places
-                 else np.zeros((0, 2), np.int64))
+        sizes, place = (jobs.key_sizes, jobs.key) if kind == "key" else \
+            (jobs.value_sizes, jobs.value)
         n = len(place)
         job = np.repeat(np.arange(len(jobs)), sizes)
         unit = np.arange(n) - np.repeat(np.cumsum(sizes) - sizes, sizes)
@@ -459,20 +519,85 @@ def _lockstep(step: np.ndarray, bits: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return steps, masks[steps]
 
 
-def _deal_reads(plans: Sequence[QkPlan | SvPlan], atoms: np.ndarray, index: np.ndarray,
-                *fields: np.ndarray) -> np.ndarray:
-    """Append to each request's plan (``index``, per atom) the ``fields`` (per atom) of its
-    read-outs, read-out ``r`` being atom ``atoms[r]``; return the read-outs' requests."""
-    owner = index[atoms]
-    o = atoms[np.argsort(owner, kind="stable")]
-    cuts = np.searchsorted(index[o], np.arange(len(plans) + 1)).tolist()
-    columns = [f[o] for f in fields]
-    for plan, lo, hi in zip(plans, cuts[:-1], cuts[1:]):
-        plan.reads.put([c[lo:hi] for c in columns])
-    return owner
+class _Deal:
+    """A batch program's read-outs, dealt to its requests' plans when first looked at: read-out
+    ``r`` is atom ``atoms[r]`` of request ``index[atom]``, with the ``fields`` (per atom) its
+    plan records. A caller that only costs the program never deals them."""
+
+    __slots__ = ("plans", "atoms", "index", "fields", "done")
+
+    def __init__(self, plans: Sequence[QkPlan | SvPlan], atoms: np.ndarray, index: np.ndarray,
+                 *fields: np.ndarray) -> None:
+        self.plans, self.atoms, self.index, self.fields = plans, atoms, index, fields
+        self.done = False
+        for plan in plans:
+            plan.reads._source = self
+
+    def owners(self) -> np.ndarray:
+        """Per read-out: its request's position in the batch."""
+        return self.index[self.atoms]
+
+    def deal(self) -> None:
+        """Give each plan its read-outs (once)."""
+        if self.done:
+            return
+        self.done = True
+        o = self.atoms[np.argsort(self.owners(), kind="stable")]
+        cuts = np.searchsorted(self.index[o], np.arange(len(self.plans) + 1)).tolist()
+        columns = [f[o] for f in self.fields]
+        for plan, lo, hi in zip(self.plans, cuts[:-1], cuts[1:]):
+            plan.reads._source = None
+            plan.reads.put([c[lo:hi] for c in columns])
 
 
-def qk_program(g: Geometry, layer: int, jobs: Sequence[Job], queries: np.ndarray,
+class _Segments(dict):
+    """An :class:`SvPlan`'s ``segments``, filled for every plan of the batch when one is
+    first looked at (``fill``, called once)."""
+
+    __slots__ = ("_fill",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._fill: Callable[[], None] | None = None
+
+    def _filled(self) -> _Segments:
+        if self._fill is not None:
+            fill, self._fill = self._fill, None
+            fill()
+        return self
+
+    def __getitem__(self, key):  # type: ignore[override]
+        return dict.__getitem__(self._filled(), key)
+
+    def __contains__(self, key: object) -> bool:
+        return dict.__contains__(self._filled(), key)
+
+    def __iter__(self):
+        return dict.__iter__(self._filled())
+
+    def __len__(self) -> int:
+        return dict.__len__(self._filled())
+
+    def __eq__(self, other: object) -> bool:
+        return dict.__eq__(self._filled(), other)
+
+    def keys(self):  # type: ignore[override]
+        return dict.keys(self._filled())
+
+    def values(self):  # type: ignore[override]
+        return dict.values(self._filled())
+
+    def items(self):  # type: ignore[override]
+        return dict.items(self._filled())
+
+    def get(self, key, default=None):  # type: ignore[override]
+        return dict.get(self._filled(), key, default)
+
+    def __repr__(self) -> str:
+        return dict.__repr__(self._filled())
+
+
+def qk_program(g: Geometry, layer: int, jobs: Jobs, queries: np.ndarray,
                blocks: Sequence[int], aligned: bool = False) -> tuple[Program, list[QkPlan]]:
     """Return QK^T over ``jobs`` and one plan per request (``queries``: ``(n, heads, D)``).
 
@@ -490,10 +615,8 @@ def qk_program(g: Geometry, layer: int, jobs: Sequence[Job], queries: np.ndarray
     u = _Units.of(jobs, "key")
     if not len(u.job):
         return empty(), _Dealt.wrap(plans, [])
-    index = np.array([j.index for j in jobs], dtype=np.int64)
-    head = np.array([j.head for j in jobs], dtype=np.int64)
-    seen: dict[int, int] = {}  # a job is its object: one listed twice shares its query
-    ident = np.array([seen.setdefault(id(j), k) for k, j in enumerate(jobs)], dtype=np.int64)
+    index, head = jobs.index, jobs.head
+    ident = np.arange(len(jobs), dtype=np.int64)
     o = _order(u.group, u.slot)  # each group's units in row order (one atom each)
     job, unit, slot, grp = u.job[o], u.unit[o], u.slot[o], u.group[o]
     pos = np.arange(len(o)) - u.first[grp]
@@ -523,13 +646,13 @@ def qk_program(g: Geometry, layer: int, jobs: Sequence[Job], queries: np.ndarray
     mac = _rows(step[mo][lead], _MAC, _masks(cls, bit[mo]), e, row=g.row(layer, rel),
                 col=q * e)
     ro = _order(step, MASK_BITS - 1 - ch)  # per step, in mask_channels order
-    order = _deal_reads(plans, ro, index[job], head[job], ch, unit)
+    deal = _Deal(plans, ro, index[job], head[job], ch, unit)
     program = _program([gb, _rows(bias_step, _BIAS, m, gpr0=0, start=0, size=UNIT), mac,
                         _rows(bias_step, _RD, m, gpr0=0)], data)
-    return program, _Dealt.wrap(plans, order)
+    return program, _Dealt.wrap(plans, deal)
 
 
-def sv_program(g: Geometry, layer: int, jobs: Sequence[Job], probs: np.ndarray,
+def sv_program(g: Geometry, layer: int, jobs: Jobs, probs: np.ndarray,
                blocks: Sequence[int], aligned: bool = False) -> tuple[Program, list[SvPlan]]:
     """Return SV over ``jobs`` and one plan per request (``probs``: ``(n, heads, width)``).
 
@@ -542,12 +665,11 @@ def sv_program(g: Geometry, layer: int, jobs: Sequence[Job], probs: np.ndarray,
     and one ``RD_MAC`` to them all. ``aligned`` as in :func:`qk_program`.
     """
     rv, w = g.v_rows, g.device.columns
-    plans = [SvPlan(Reads(), {}, b, g.block_size) for b in blocks]
+    plans = [SvPlan(Reads(), _Segments(), b, g.block_size) for b in blocks]
     u = _Units.of(jobs, "value")
     if not len(u.job):
         return empty(), _Dealt.wrap(plans, [])
-    index = np.array([j.index for j in jobs], dtype=np.int64)
-    head = np.array([j.head for j in jobs], dtype=np.int64)
+    index, head = jobs.index, jobs.head
     vgroup, col = np.divmod(u.slot, w)
     row0 = g.key_rows + vgroup * rv
     # runs: a group's units (table order) at adjacent columns of one Value group
@@ -590,16 +712,24 @@ def sv_program(g: Geometry, layer: int, jobs: Sequence[Job], probs: np.ndarray,
                 np.repeat(_masks(cls, abit[mo]), sruns[lseg]), rlen[runs],
                 row=g.row(layer, rrow[runs] + np.repeat(li, sruns[lseg])), col=rcol[runs])
     ro = _order(astep, MASK_BITS - 1 - sch[aseg])  # per step, in mask_channels order
-    order = _deal_reads(plans, ro, index[sjob][aseg], head[sjob][aseg], ai, k[aseg], sch[aseg])
-    unit = u.unit.tolist()
-    run_units = [tuple(unit[a:a + n]) for a, n in zip(rfirst.tolist(), rlen.tolist())]
-    segments = [tuple(run_units[a:a + n]) for a, n in zip(sfirst.tolist(), sruns.tolist())]
-    for jb, c, lo, hi in zip(u.gjob.tolist(), u.gch.tolist(), gseg.tolist(),
-                             [*gseg[1:].tolist(), len(sfirst)]):
-        plans[jobs[jb].index].segments[jobs[jb].head, c] = segments[lo:hi]
+    deal = _Deal(plans, ro, index[sjob][aseg], head[sjob][aseg], ai, k[aseg], sch[aseg])
+
+    def fill() -> None:  # every plan's segments, when one is first looked at
+        for plan in plans:
+            plan.segments._fill = None
+        unit = u.unit.tolist()
+        run_units = [tuple(unit[a:a + n]) for a, n in zip(rfirst.tolist(), rlen.tolist())]
+        segments = [tuple(run_units[a:a + n]) for a, n in zip(sfirst.tolist(), sruns.tolist())]
+        for jb, c, lo, hi in zip(u.gjob.tolist(), u.gch.tolist(), gseg.tolist(),
+                                 [*gseg[1:].tolist(), len(sfirst)]):
+            dict.__setitem__(plans[int(index[jb])].segments, (int(head[jb]), c),
+                             segments[lo:hi])
+
+    for plan in plans:
+        plan.segments._fill = fill
     program = _program([gb, _rows(bias_step, _BIAS, m, gpr0=0, start=0, size=UNIT), mac,
                         _rows(bias_step, _RD, m, gpr0=0)], data)
-    return program, _Dealt.wrap(plans, order)
+    return program, _Dealt.wrap(plans, deal)
 
 
 def _segments(group: np.ndarray, col: np.ndarray, run: np.ndarray,
@@ -651,17 +781,17 @@ def _shapes(seg: np.ndarray, rrow: np.ndarray, rcol: np.ndarray,
 class _Dealt(list):
     """The plans of a batch, with the request each read-out of the program belongs to."""
 
-    _order: np.ndarray | list[int]
+    _order: _Deal | list[int]
 
     @property
     def order(self) -> list[int]:
         """Per read-out: the request's batch position."""
-        if isinstance(self._order, np.ndarray):
-            self._order = self._order.tolist()
+        if isinstance(self._order, _Deal):
+            self._order = self._order.owners().tolist()
         return self._order
 
     @classmethod
-    def wrap(cls, plans: list, order: np.ndarray | list[int]) -> _Dealt:
+    def wrap(cls, plans: list, order: _Deal | list[int]) -> _Dealt:
         out = cls(plans)
         out._order = order
         return out

@@ -273,21 +273,23 @@ class PlacedRuntime:
             if b.full:
                 raise BlockStateError(f"block {b.block_id} is full")
         offsets = np.array([b.filled for b in bound], dtype=np.int64)
-        key = programs.key_writes(c, c.n_layers, [(b.place.key, int(o), keys[i][:, None])
-                                                  for i, (b, o) in enumerate(zip(bound,
-                                                                                 offsets))])
-        places = np.stack([b.place.value[:, o // UNIT] for b, o in zip(bound, offsets)]) \
-            if bound else np.zeros((0, c.heads, 2), np.int64)
-        value = programs.token_value_writes(c, places, offsets, values)
+
+        def units(kind: str) -> np.ndarray:  # (requests, heads, 2): each token's unit
+            return np.stack([getattr(b.place, kind)[:, o // UNIT] for b, o in
+                             zip(bound, offsets.tolist())]) if bound else \
+                np.zeros((0, c.heads, 2), np.int64)
+
+        key = programs.token_key_writes(c, units("key"), offsets, keys)
+        value = programs.token_value_writes(c, units("value"), offsets, values)
         for b in bound:
             b.filled += 1
         return WriteProgram(key, value, programs.empty())
 
     # ------------------------------------------------------------------ attention
 
-    def _jobs(self, requests: list[int]) -> list[programs.Job]:
+    def _jobs(self, requests: list[int]) -> programs.Jobs:
         """One job per request and KV head, its units in table order."""
-        jobs = []
+        per = []
         joined = {}
         for i, r in enumerate(requests):
             places = [self.blocks[b].place for b in self._table(r)]
@@ -301,10 +303,9 @@ class PlacedRuntime:
                 key = np.concatenate([p.key for p in places], axis=1)
                 value = np.concatenate([p.value for p in places], axis=1)
             joined[r] = (places, key, value)
-            for h in range(self.config.heads):
-                jobs.append(programs.Job(i, h, key[h], value[h]))
+            per.append((i, key, value))
         self._joined = joined
-        return jobs
+        return programs.Jobs.of(per)
 
     def qk_step(self, requests: list[int], layer: int,
                 queries: np.ndarray) -> tuple[Program, list]:
