@@ -17,11 +17,14 @@ a shape, are such programs.
 appearance, and the start state's open rows as those names, ``OTHER`` for a row the program
 does not ask for, or closed; so the key holds the pattern of equal rows and not the rows. The
 end state is stored named the same way and mapped back through the program's own rows and,
-for an ``OTHER``, the row that bank started on. The model's
-front end (``CycleModel(frontend=...)``) is part of the key: a program costs differently
-under the shared and the per-channel one. Keys are
-SHA-256 digests of the canonical arrays. ``check`` re-simulates a random share of hits in full
-and raises :class:`CostMismatch` if anything differs: the test suite runs it on every hit.
+for an ``OTHER``, the row that bank started on. The model's front end and drain
+(``CycleModel(frontend=..., drain=...)``) are part of the key: a program costs differently
+under the shared and the per-channel one. The program is decoded and keyed by the cycle
+kernel (:func:`patton.sim.native.decode`, :func:`patton.sim.native.program_key`): a key is
+128 bits, so two different programs or states share one with a probability of about 2^-128
+(the one way a reused cost could be wrong). ``check`` re-simulates a random share of hits in
+full and raises :class:`CostMismatch` if anything differs: the test suite runs it on every
+hit.
 
 A miss runs on the model, and takes what its kernel memo (:class:`patton.sim.native.Memo`)
 holds when the model has one: segments of earlier programs met again. Without a memo, a miss
@@ -35,7 +38,6 @@ thirtieth of the program. ``check`` re-simulates a share of those in full as wel
 from __future__ import annotations
 
 import copy
-import hashlib
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -44,14 +46,12 @@ import numpy as np
 from patton.sim.cycle_model import CycleModel, DeviceState, RunResult
 from patton.sim.isa import Cfr, Instruction
 from patton.sim.energy import energy, energy_arrays
-from patton.sim.native import Decoded, Trace
+from patton.sim import native
+from patton.sim.native import FRONTENDS, Decoded, Trace
 from patton.sim.program import Program
 
 __all__ = ["Cost", "CostCache", "CostMismatch"]
 
-#: Decoded fields that enter the key (column addresses do not affect timing; ``behaviour``
-#: stands for the per-op columns, one to one).
-KEYED = ("behaviour", "bank", "columns", "targets")
 
 
 class CostMismatch(AssertionError):
@@ -149,7 +149,9 @@ class CostCache:
         self._trace: Trace | None = None  # of the last miss run with ``again``
         # the last program decoded: (program, CFRs, decoded, digest of its keyed fields); a
         # program runs several times in a row (the query heads of a group, the layers)
-        self._last: tuple[Program, tuple[int, ...], Decoded, bytes] | None = None
+        self._last: tuple[Program, tuple[int, ...], Decoded] | None = None
+        # what tells this cache's keys apart from another setting's
+        self._salt = 1 + FRONTENDS.index(self.model.frontend) + 4 * int(self.model.drain)
         self.hits = 0
         self.followed = 0  # misses run following a trace (stopping where they meet it)
         self.misses = 0
@@ -164,10 +166,10 @@ class CostCache:
         cfr = tuple(state.cfr[c] for c in Cfr)
         last = self._last
         if last is None or last[0] is not columnar or last[1] != cfr:
-            decoded = Decoded(columnar, dict(zip(Cfr, cfr)), dev.channels)
-            last = self._last = (columnar, cfr, decoded, self._fields(decoded))
+            decoded = native.decode(columnar, dict(zip(Cfr, cfr)), dev.channels)
+            last = self._last = (columnar, cfr, decoded)
         decoded = last[2]
-        key, rows = self._key(decoded, state, last[3])
+        key, rows = self._key(decoded, state)
         return columnar, state, decoded, key, rows, self._costs.get(key)
 
     def cost(self, program: Program | Iterable[Instruction],
@@ -254,35 +256,13 @@ class CostCache:
 
     # -- keys ------------------------------------------------------------------------------
 
-    def _fields(self, decoded: Decoded) -> bytes:
-        """Return the digest of the program's part of the key: all but its rows."""
-        digest = hashlib.sha256()
-        digest.update(self.model.frontend.encode() + b"\0")
-        digest.update(np.int64(decoded.n).tobytes())
-        for name in KEYED:
-            digest.update(getattr(decoded, name).tobytes())
-        return digest.digest()
-
-    def _key(self, decoded: Decoded, state: DeviceState, fields: bytes | None = None
-             ) -> tuple[bytes, _Rows]:
-        """Return the key (``fields``: :meth:`_fields`, made if None) and the rows it names."""
-        dram = decoded.columns > 0
-        values = decoded.row[dram]
-        # rows come in runs: name the first of each run (every row's first appearance is
-        # one), then give each entry its run's name
-        heads = np.flatnonzero(np.concatenate(([True], values[1:] != values[:-1])))
-        runs = values[heads]
-        rows, first, inverse = np.unique(runs, return_index=True, return_inverse=True)
-        order = np.argsort(first, kind="stable")
-        rank = np.empty(len(rows), dtype=np.int64)
-        rank[order] = np.arange(len(rows))
-        renamed = np.repeat(rank[inverse.reshape(-1)], np.diff(np.append(heads, len(values))))
-        start = np.array(state.open_rows, dtype=np.int64).reshape(-1)
-        digest = hashlib.sha256(self._fields(decoded) if fields is None else fields)
-        digest.update(renamed.tobytes())
-        digest.update(_named(start, rows, rank).tobytes())
-        digest.update(np.array(state.reg_mode, dtype=np.int8).tobytes())
-        return digest.digest(), _Rows(rows[order], rows, rank, start)
+    def _key(self, decoded: Decoded, state: DeviceState) -> tuple[bytes, _Rows]:
+        """Return the key (``native.program_key``: 128 bits) and the rows it names."""
+        start = np.array(state.open_rows, dtype=np.int64)
+        key, first = native.program_key(decoded, start, np.array(state.reg_mode, np.int64),
+                                        self._salt)
+        order = np.argsort(first, kind="stable")  # the sorted rows' names
+        return key, _Rows(first, first[order], order, start.reshape(-1))
 
     def _store(self, key: bytes, result: RunResult, rows: _Rows) -> None:
         end = result.state

@@ -40,12 +40,12 @@ from patton.sim.isa import (
 from patton.sim.program import OP_ID, OPCODES, UNSET, Program
 from patton.sim.timing import TimingTable
 
-__all__ = ["KernelError", "KernelRun", "Decoded", "Trace", "run", "library", "BUILD_ROOT",
-           "FRONTENDS"]
+__all__ = ["KernelError", "KernelRun", "Decoded", "Memo", "Trace", "run", "decode",
+           "program_key", "library", "BUILD_ROOT", "FRONTENDS"]
 
 SOURCE = Path(__file__).resolve().parent / "native" / "cycle_kernel.c"
 #: Every file the kernel is built from (SOURCE includes the others).
-SOURCES = (SOURCE, SOURCE.with_name("cycle_memo.c"))
+SOURCES = (SOURCE, SOURCE.with_name("cycle_decode.c"), SOURCE.with_name("cycle_memo.c"))
 #: Build outputs (git-ignored), shared with the Verilator builds of :mod:`patton.tb`.
 BUILD_ROOT = Path(os.environ.get("PATTON_BUILD",
                                  Path(__file__).resolve().parents[1] / "build"))
@@ -176,6 +176,13 @@ def library() -> ctypes.CDLL:
                 getattr(lib, name).argtypes = [ctypes.c_void_p]
             lib.aim_memo_stats.restype = None
             lib.aim_memo_stats.argtypes = [ctypes.c_void_p, _i64p]
+            lib.aim_decode.restype = ctypes.c_int64
+            lib.aim_decode.argtypes = [ctypes.POINTER(_Raw), ctypes.POINTER(_OpTable), _i64p,
+                                       ctypes.c_int64, ctypes.POINTER(_DecodedOut)]
+            lib.aim_program_key.restype = ctypes.c_int64
+            lib.aim_program_key.argtypes = [ctypes.POINTER(_Program), _i64p, _i64p,
+                                            ctypes.c_int64, ctypes.c_int64, ctypes.c_uint64,
+                                            _u64p, _i64p]
             lib.aim_free.restype = None
             lib.aim_free.argtypes = [ctypes.c_void_p]
             _library = lib
@@ -519,6 +526,93 @@ class Decoded:
         """The CFR tuple instruction ``pos`` was decoded under."""
         return tuple(int(self.cfr[c][pos]) for c in Cfr)
 
+    def struct(self) -> _Program:
+        """The kernel's view of these arrays (made once: they do not change)."""
+        made = self.__dict__.get("_struct")
+        if made is None:
+            made = self._struct = _Program(
+                self.n, *(_ptr(getattr(self, n)) for n in COLUMNS[:6]),
+                _ptr(self.targets, _u64p), *(_ptr(getattr(self, n)) for n in COLUMNS[6:]))
+        return made
+
+
+class _Raw(ctypes.Structure):
+    _fields_ = [("n", ctypes.c_int64)] + [(n, _i64p) for n in (
+        "op", "opsize", "channel_mask", "bank", "row", "channel", "col", "cfr_id", "cfr_value")]
+
+
+class _OpTable(ctypes.Structure):
+    _fields_ = [("nops", ctypes.c_int64)] + \
+               [(n, _i64p) for n in ("op_class", "final", "kind", "reg_mode", "blocking",
+                                     "reader", "behaviour", "dram", "one_channel",
+                                     "has_columns")] + \
+               [(n, ctypes.c_int64) for n in ("af", "wr_cfr", "afm", "cfrs", "af_row_base",
+                                             "mask_bits", "unset")]
+
+
+class _DecodedOut(ctypes.Structure):
+    _fields_ = [(n, _i64p) for n in ("op_class", "final", "kind", "reg_mode", "blocking",
+                                     "reader", "behaviour", "bank", "row", "first_col",
+                                     "columns")] + \
+               [("targets", _u64p), ("cfr", _i64p), ("end_cfr", _i64p)]
+
+
+#: The per-op facts :class:`Decoded` is built from, as the kernel's decoder takes them.
+_OP_ARRAYS = tuple(np.ascontiguousarray(a, dtype=np.int64) for a in (
+    _OP_CLASS, _FINAL_OF, _KIND_OF, _REG_MODE_OF, _BLOCKING_OF, _READER_OF, _BEHAVIOUR,
+    _DRAM.astype(np.int64), _ONE_CHANNEL, _HAS_COLUMNS))
+_OP_TABLE = _OpTable(len(OPCODES), *(_ptr(a) for a in _OP_ARRAYS), _AF, _WR_CFR,
+                     int(Cfr.AFM), len(Cfr), AF_ROW_BASE, MASK_BITS, UNSET)
+_RAW_FIELDS = ("op", "opsize", "channel_mask", "bank", "row", "channel", "col", "cfr", "value")
+
+
+def decode(program: Program, cfr: dict[Cfr, int], channels: int) -> Decoded:
+    """:class:`Decoded` of ``program`` built by the kernel (the same arrays, at C speed; the
+    Python constructor is the reference, ``tests/test_cycle_model_memo.py``).
+
+    Raises:
+        KernelError: an op id the ISA does not know.
+    """
+    n = len(program)
+    raw = [np.ascontiguousarray(getattr(program, f), dtype=np.int64) for f in _RAW_FIELDS]
+    out = np.empty((11, n), dtype=np.int64)
+    targets = np.empty(n, dtype=np.uint64)
+    cfrs = np.empty((len(Cfr), n), dtype=np.int64)
+    end = np.empty(len(Cfr), dtype=np.int64)
+    start = np.array([cfr[c] for c in Cfr], dtype=np.int64)
+    status = library().aim_decode(
+        ctypes.byref(_Raw(n, *(_ptr(a) for a in raw))), ctypes.byref(_OP_TABLE), _ptr(start),
+        channels, ctypes.byref(_DecodedOut(*(_ptr(out[i]) for i in range(11)),
+                                           _ptr(targets, _u64p), _ptr(cfrs), _ptr(end))))
+    if status != 0:
+        raise KernelError("a program with an op id the ISA does not know")
+    d = Decoded.__new__(Decoded)
+    d.n = n
+    d.cfr = {c: cfrs[i] for i, c in enumerate(Cfr)}
+    d.end_cfr = tuple(end.tolist())
+    (d.op_class, d.final, d.kind, d.reg_mode, d.blocking, d.reader, d.behaviour, d.bank,
+     d.row, d.first_col, d.columns) = out
+    d.targets = targets
+    return d
+
+
+def program_key(decoded: Decoded, open_rows: np.ndarray, reg_mode: np.ndarray,
+                salt: int) -> tuple[bytes, np.ndarray]:
+    """The cost cache's key of ``decoded`` from a start state (its open rows ``(channels,
+    banks)`` and register modes) under setting ``salt``, and the rows it names, in order of
+    first appearance (``cycle_memo.c``, ``aim_program_key``)."""
+    rows = np.empty(max(decoded.n, 1), dtype=np.int64)
+    key = np.empty(2, dtype=np.uint64)
+    open_rows = np.ascontiguousarray(open_rows, dtype=np.int64)
+    modes = np.ascontiguousarray(reg_mode, dtype=np.int64)
+    named = library().aim_program_key(ctypes.byref(decoded.struct()), _ptr(open_rows),
+                                      _ptr(modes), open_rows.shape[0], open_rows.shape[1],
+                                      ctypes.c_uint64(salt & 0xFFFFFFFFFFFFFFFF),
+                                      _ptr(key, _u64p), _ptr(rows))
+    if named < 0:
+        raise KernelError("out of memory for a cost key")
+    return key.tobytes(), rows[:named]
+
 
 def run(decoded: Decoded, device: Device, timing: TimingTable, groups: list[list[int]],
         open_rows: Sequence[Sequence[int]], reg_mode: Sequence[bool], *, record: bool,
@@ -554,9 +648,7 @@ def run(decoded: Decoded, device: Device, timing: TimingTable, groups: list[list
     if follow is not None:
         follow.struct.mode = 2
     config = _tables_for(device, timing).config(record, drain, frontend)
-    prog = _Program(decoded.n, *(_ptr(getattr(decoded, n)) for n in COLUMNS[:6]),
-                    _ptr(decoded.targets, _u64p),
-                    *(_ptr(getattr(decoded, n)) for n in COLUMNS[6:]))
+    prog = decoded.struct()
     members = np.array([sum(1 << c for c in g) for g in groups], dtype=np.uint64)
     rows = np.array(open_rows, dtype=np.int64).reshape(device.channels, device.banks)
     modes = np.array([int(m) for m in reg_mode], dtype=np.int64)

@@ -147,3 +147,23 @@ def test_kernel_on_deep_conventional_buffers(seed, frontend):
     plain = _signature(CycleModel(native=False, skip=False, group=False, **options)
                        .run(program, state))
     assert _signature(CycleModel(**options).run(program, state)) == plain
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_kernel_decode_equals_the_python_decoded(seed):
+    """The kernel's decoder gives every column Decoded gives (random programs of every kind,
+    CFR writes among them, from random CFRs, on devices of 1 to 32 channels)."""
+    rng = np.random.default_rng(seed)
+    channels = int(rng.choice([1, 4, 8, 32]))
+    device = dataclasses.replace(DEVICE, channels=channels) if channels != 32 else DEVICE
+    program = Program.of(random_program(rng, int(rng.integers(1, 120)), device=device,
+                                        channels=min(channels, 32), rows=4))
+    from patton.sim.isa import Cfr
+
+    cfr = {c: int(rng.integers(0, 4)) for c in Cfr}
+    ref = native.Decoded(program, cfr, channels)
+    got = native.decode(program, cfr, channels)
+    for name in (*native.COLUMNS, "targets", "behaviour"):
+        assert np.array_equal(getattr(got, name), getattr(ref, name)), name
+    assert all(np.array_equal(got.cfr[c], ref.cfr[c]) for c in Cfr)
+    assert got.end_cfr == ref.end_cfr and got.n == ref.n

@@ -14,7 +14,8 @@
  *
  * A run may take a memo (cycle_memo.c, included below): segments of the program between memo
  * points whose outcome an earlier run already found are not simulated again, and channels
- * whose state is the same are simulated once again (exact; see there).
+ * whose state is the same are simulated once again (exact; see there). cycle_decode.c
+ * decodes a program's columns as sim/native.py's Decoded does.
  *
  * Everything device- and timing-specific arrives as data from sim/native.py (the timing
  * table's rules in CSR form, latencies, command classes); nothing here names a timing value.
@@ -1154,6 +1155,7 @@ static int checkpoint(run_t *run, trace_t *t, i64 j, i64 k, buf_t *scratch) {
     return 1;
 }
 
+#include "cycle_decode.c"
 #include "cycle_memo.c"
 
 /* -- the run -------------------------------------------------------------------------------- */

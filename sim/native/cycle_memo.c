@@ -1036,3 +1036,57 @@ static int memo_point(run_t *run, memo_run_t *mr, i64 *k, i64 h, i64 *rows, i64 
         }
     }
 }
+
+/* -- the cost cache's key ---------------------------------------------------------------- */
+
+/* The key under which patton.sim.cost_cache keeps a decoded program's cost from a start state:
+ * 128 bits over ``salt`` (the setting), every instruction's decoded fields with its row named
+ * (rows >= 0 of DRAM instructions, in order of first appearance), and the start state's open
+ * rows as those names, OTHER for a row the program does not ask for, or -1 closed, and its
+ * register modes. Writes the named rows to ``rows`` in order (room for ``p->n``); returns
+ * how many, or -1 if out of memory. */
+i64 aim_program_key(const program_t *p, const i64 *open_row, const i64 *reg_mode,
+                    i64 channels, i64 banks, u64 salt, u64 *key, i64 *rows) {
+    rowmap_t m = {0};
+    buf_t names = {rows, 0, p->n > 0 ? p->n : 1, 0}; /* writes straight into ``rows`` */
+    if (!rowmap_grow(&m, 64)) return -1;
+    hasher_t h = {0x13198a2e03707344ULL, 0xa4093822299f31d0ULL, 0};
+    hput(&h, salt);
+    hput(&h, (u64)p->n);
+    for (i64 i = 0; i < p->n; i++) {
+        i64 row = p->columns[i] > 0 && p->row[i] >= 0 ? p->row[i] : -1;
+        int32_t name = rowmap_name(&m, &names, row);
+        if (name == -3) { rowmap_release(&m); return -1; }
+        u64 w = 0;
+        int at = 0;
+        if (pack(&w, &at, p->op_class[i], 3) && pack(&w, &at, p->final[i], 6)
+            && pack(&w, &at, p->kind[i], 3) && pack(&w, &at, p->reg_mode[i], 2)
+            && pack(&w, &at, p->blocking[i], 2) && pack(&w, &at, p->reader[i], 2)
+            && pack(&w, &at, p->bank[i], 10) && pack(&w, &at, p->columns[i], 16)
+            && pack(&w, &at, name, 20)) {
+            hpair(&h, w, p->targets[i]);
+            continue;
+        }
+        hput(&h, (u64)-1);
+        hput(&h, (u64)p->op_class[i]); hput(&h, (u64)p->final[i]);
+        hput(&h, (u64)p->kind[i]); hput(&h, (u64)p->reg_mode[i]);
+        hput(&h, (u64)p->blocking[i]); hput(&h, (u64)p->reader[i]);
+        hput(&h, p->targets[i]); hput(&h, (u64)p->bank[i]);
+        hput(&h, (u64)p->columns[i]); hput(&h, (u64)(i64)name);
+    }
+    u64 w = 0;
+    int at = 0;
+    for (i64 i = 0; i < channels * banks; i++) {
+        i64 r = open_row[i];
+        i64 name = r < 0 ? -1 : rowmap_get(&m, r);
+        if (r >= 0 && name < 0) name = OTHER;
+        if (!pack(&w, &at, name, 16)) { hput(&h, w); w = 0; at = 0; pack(&w, &at, name, 64); }
+    }
+    hput(&h, w);
+    for (i64 c = 0; c < channels; c++) hput(&h, (u64)reg_mode[c]);
+    hkey_t k = hdone(&h);
+    key[0] = k.a;
+    key[1] = k.b;
+    rowmap_release(&m);
+    return names.failed ? -1 : names.n;
+}
