@@ -104,6 +104,7 @@ class _Cost:
     bank_state_cycles: tuple[tuple[int, _Items], ...] | None
     open_rows: tuple[tuple[int, ...], ...]  # renamed rows (-1 closed)
     reg_mode: tuple[bool, ...]
+    end_cfr: tuple[int, ...]  # the CFRs it leaves
     energy_pj: float = 0.0  # with ``components_pj``: set by CostCache.cost
     components_pj: tuple[float, ...] | None = None
 
@@ -158,37 +159,40 @@ class CostCache:
         self.checked = 0
 
     def _lookup(self, program: Program | Iterable[Instruction], state: DeviceState | None
-                ) -> tuple[Program, DeviceState, Decoded, bytes, _Rows, _Cost | None]:
-        """Decode ``program`` (once for consecutive runs) and look its key up."""
+                ) -> tuple[Program, DeviceState, bytes, _Rows, _Cost | None]:
+        """Key ``program`` from ``state`` (default: reset) and look the key up."""
         columnar = program if isinstance(program, Program) else Program.of(list(program))
-        dev = self.model.device
-        state = DeviceState.reset(dev) if state is None else state
+        state = DeviceState.reset(self.model.device) if state is None else state
+        key, rows = self._key(columnar, state)
+        return columnar, state, key, rows, self._costs.get(key)
+
+    def _decoded(self, program: Program, state: DeviceState) -> Decoded:
+        """``program`` decoded under ``state``'s CFRs (once for consecutive runs)."""
         cfr = tuple(state.cfr[c] for c in Cfr)
         last = self._last
-        if last is None or last[0] is not columnar or last[1] != cfr:
-            decoded = native.decode(columnar, dict(zip(Cfr, cfr)), dev.channels)
-            last = self._last = (columnar, cfr, decoded)
-        decoded = last[2]
-        key, rows = self._key(decoded, state)
-        return columnar, state, decoded, key, rows, self._costs.get(key)
+        if last is None or last[0] is not program or last[1] != cfr:
+            decoded = native.decode(program, dict(zip(Cfr, cfr)), self.model.device.channels)
+            last = self._last = (program, cfr, decoded)
+        return last[2]
 
     def cost(self, program: Program | Iterable[Instruction],
              state: DeviceState | None = None) -> Cost:
         """Return the program's cycles, energy and end state from ``state`` (default:
         reset), simulated or reused: :meth:`run` for a caller that needs no counts (it keeps
         no schedule, builds no per-channel dicts, and computes a stored cost's energy once)."""
-        columnar, state, decoded, key, rows, cost = self._lookup(program, state)
+        columnar, state, key, rows, cost = self._lookup(program, state)
         if cost is not None and cost.components_pj is not None:
             self.hits += 1
             self._costs.move_to_end(key)
             out = Cost(cost.cycles, cost.energy_pj, cost.components_pj,
-                       self._state(cost, rows, decoded))
+                       self._state(cost, rows, state))
             if self.check and self._rng.random() < self.check:
                 self.checked += 1
                 self._compare_cost(columnar, state, out, "cached cost")
             return out
         self.misses += 1
-        cycles, counts, stats, end = self.model.cost_decoded(columnar, decoded, state)
+        cycles, counts, stats, end = self.model.cost_decoded(
+            columnar, self._decoded(columnar, state), state)
         e = energy_arrays(counts, stats, cycles)
         out = Cost(cycles, e.total * 1000.0, tuple(v * 1000.0 for v in e.components.values()),
                    end)
@@ -205,8 +209,9 @@ class CostCache:
         ``again``: the caller will run this program again from another state, so a miss is
         traced for that run to follow (module docstring).
         """
-        columnar, state, decoded, key, rows, cost = self._lookup(program, state)
+        columnar, state, key, rows, cost = self._lookup(program, state)
         if cost is None or cost.command_counts is None:
+            decoded = self._decoded(columnar, state)
             self.misses += 1
             if self.model.native and self.model.memo is not None:  # segments from the memo
                 result = self.model.run_decoded(columnar, decoded, state)
@@ -233,7 +238,7 @@ class CostCache:
             return result
         self.hits += 1
         self._costs.move_to_end(key)
-        result = self._result(cost, rows, decoded)
+        result = self._result(cost, rows, state)
         if self.check and self._rng.random() < self.check:
             self.checked += 1
             self._compare(self._full.run(columnar, state), result, len(columnar), "cached cost")
@@ -256,11 +261,12 @@ class CostCache:
 
     # -- keys ------------------------------------------------------------------------------
 
-    def _key(self, decoded: Decoded, state: DeviceState) -> tuple[bytes, _Rows]:
+    def _key(self, program: Program, state: DeviceState) -> tuple[bytes, _Rows]:
         """Return the key (``native.program_key``: 128 bits) and the rows it names."""
         start = np.array(state.open_rows, dtype=np.int64)
-        key, first = native.program_key(decoded, start, np.array(state.reg_mode, np.int64),
-                                        self._salt)
+        key, first = native.program_key(program, {c: state.cfr[c] for c in Cfr},
+                                        self.model.device.channels, start,
+                                        np.array(state.reg_mode, np.int64), self._salt)
         order = np.argsort(first, kind="stable")  # the sorted rows' names
         return key, _Rows(first, first[order], order, start.reshape(-1))
 
@@ -276,7 +282,7 @@ class CostCache:
             one(tuple((ch, one(tuple(c.items()))) for ch, c in result.command_counts.items())),
             one(tuple((ch, one(tuple(c.items()))) for ch, c in result.bank_state_cycles.items())),
             one(tuple(one(tuple(bank_rows)) for bank_rows in renamed.tolist())),
-            one(end.reg_mode))
+            one(end.reg_mode), end.cfr)
         if len(self._costs) > self.capacity:
             self._costs.popitem(last=False)
 
@@ -297,7 +303,8 @@ class CostCache:
         one = self._shared
         self._costs[key] = _Cost(out.cycles, None, None,
                                  one(tuple(one(tuple(r)) for r in renamed.tolist())),
-                                 one(out.state.reg_mode), out.energy_pj, out.components_pj)
+                                 one(out.state.reg_mode), out.state.cfr, out.energy_pj,
+                                 out.components_pj)
         if len(self._costs) > self.capacity:
             self._costs.popitem(last=False)
 
@@ -306,18 +313,18 @@ class CostCache:
         return self._parts.setdefault(part, part)
 
     @staticmethod
-    def _state(cost: _Cost, rows: _Rows, decoded: Decoded) -> DeviceState:
+    def _state(cost: _Cost, rows: _Rows, start: DeviceState) -> DeviceState:
         """The stored end state with the key's names mapped back onto ``rows``."""
         named = np.array(cost.open_rows, dtype=np.int64)
         flat = named.reshape(-1)
         actual = np.where(flat >= 0, rows.first[np.maximum(flat, 0)] if len(rows.first) else -1,
                           np.where(flat == OTHER, rows.start, -1))
         open_rows = tuple(tuple(r) for r in actual.reshape(named.shape).tolist())
-        return DeviceState(open_rows, cost.reg_mode, decoded.end_cfr)
+        return DeviceState(open_rows, cost.reg_mode, cost.end_cfr)
 
     @classmethod
-    def _result(cls, cost: _Cost, rows: _Rows, decoded: Decoded) -> RunResult:
+    def _result(cls, cost: _Cost, rows: _Rows, start: DeviceState) -> RunResult:
         assert cost.command_counts is not None and cost.bank_state_cycles is not None
         counts = {ch: dict(c) for ch, c in cost.command_counts}
         states = {ch: dict(s) for ch, s in cost.bank_state_cycles}
-        return RunResult(cost.cycles, counts, states, None, cls._state(cost, rows, decoded))
+        return RunResult(cost.cycles, counts, states, None, cls._state(cost, rows, start))

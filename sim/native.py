@@ -177,12 +177,14 @@ def library() -> ctypes.CDLL:
             lib.aim_memo_stats.restype = None
             lib.aim_memo_stats.argtypes = [ctypes.c_void_p, _i64p]
             lib.aim_decode.restype = ctypes.c_int64
-            lib.aim_decode.argtypes = [ctypes.POINTER(_Raw), ctypes.POINTER(_OpTable), _i64p,
-                                       ctypes.c_int64, ctypes.POINTER(_DecodedOut)]
+            lib.aim_decode.argtypes = [ctypes.POINTER(_Raw), ctypes.POINTER(_OpTable),
+                                       ctypes.c_void_p, ctypes.c_int64,
+                                       ctypes.POINTER(_DecodedOut)]
             lib.aim_program_key.restype = ctypes.c_int64
-            lib.aim_program_key.argtypes = [ctypes.POINTER(_Program), _i64p, _i64p,
-                                            ctypes.c_int64, ctypes.c_int64, ctypes.c_uint64,
-                                            _u64p, _i64p]
+            lib.aim_program_key.argtypes = [ctypes.POINTER(_Raw), ctypes.POINTER(_OpTable),
+                                            ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
+                                            ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64,
+                                            ctypes.c_void_p, ctypes.c_void_p]
             lib.aim_free.restype = None
             lib.aim_free.argtypes = [ctypes.c_void_p]
             _library = lib
@@ -536,8 +538,8 @@ class Decoded:
         return made
 
 
-class _Raw(ctypes.Structure):
-    _fields_ = [("n", ctypes.c_int64)] + [(n, _i64p) for n in (
+class _Raw(ctypes.Structure):  # addresses as plain integers (``ndarray.ctypes.data``)
+    _fields_ = [("n", ctypes.c_int64)] + [(n, ctypes.c_void_p) for n in (
         "op", "opsize", "channel_mask", "bank", "row", "channel", "col", "cfr_id", "cfr_value")]
 
 
@@ -551,10 +553,9 @@ class _OpTable(ctypes.Structure):
 
 
 class _DecodedOut(ctypes.Structure):
-    _fields_ = [(n, _i64p) for n in ("op_class", "final", "kind", "reg_mode", "blocking",
-                                     "reader", "behaviour", "bank", "row", "first_col",
-                                     "columns")] + \
-               [("targets", _u64p), ("cfr", _i64p), ("end_cfr", _i64p)]
+    _fields_ = [(n, ctypes.c_void_p) for n in (
+        "op_class", "final", "kind", "reg_mode", "blocking", "reader", "behaviour", "bank",
+        "row", "first_col", "columns", "targets", "cfr", "end_cfr")]
 
 
 #: The per-op facts :class:`Decoded` is built from, as the kernel's decoder takes them.
@@ -568,27 +569,31 @@ _RAW_FIELDS = ("op", "opsize", "channel_mask", "bank", "row", "channel", "col", 
 
 def decode(program: Program, cfr: dict[Cfr, int], channels: int) -> Decoded:
     """:class:`Decoded` of ``program`` built by the kernel (the same arrays, at C speed; the
-    Python constructor is the reference, ``tests/test_cycle_model_memo.py``).
+    Python constructor is the reference, ``tests/test_cycle_model_native.py``).
 
     Raises:
         KernelError: an op id the ISA does not know.
     """
     n = len(program)
-    raw = [np.ascontiguousarray(getattr(program, f), dtype=np.int64) for f in _RAW_FIELDS]
+    struct, keep = _raw(program)
     out = np.empty((11, n), dtype=np.int64)
     targets = np.empty(n, dtype=np.uint64)
     cfrs = np.empty((len(Cfr), n), dtype=np.int64)
     end = np.empty(len(Cfr), dtype=np.int64)
     start = np.array([cfr[c] for c in Cfr], dtype=np.int64)
-    status = library().aim_decode(
-        ctypes.byref(_Raw(n, *(_ptr(a) for a in raw))), ctypes.byref(_OP_TABLE), _ptr(start),
-        channels, ctypes.byref(_DecodedOut(*(_ptr(out[i]) for i in range(11)),
-                                           _ptr(targets, _u64p), _ptr(cfrs), _ptr(end))))
-    if status != 0:
+    rows = out.ctypes.data
+    step = out.strides[0]
+    writes = library().aim_decode(
+        ctypes.byref(struct), ctypes.byref(_OP_TABLE), start.ctypes.data, channels,
+        ctypes.byref(_DecodedOut(*(rows + i * step for i in range(11)), targets.ctypes.data,
+                                 cfrs.ctypes.data, end.ctypes.data)))
+    del keep
+    if writes < 0:
         raise KernelError("a program with an op id the ISA does not know")
     d = Decoded.__new__(Decoded)
     d.n = n
-    d.cfr = {c: cfrs[i] for i, c in enumerate(Cfr)}
+    d.cfr = {c: cfrs[i] if writes else np.broadcast_to(start[i], (n,))
+             for i, c in enumerate(Cfr)}
     d.end_cfr = tuple(end.tolist())
     (d.op_class, d.final, d.kind, d.reg_mode, d.blocking, d.reader, d.behaviour, d.bank,
      d.row, d.first_col, d.columns) = out
@@ -596,21 +601,37 @@ def decode(program: Program, cfr: dict[Cfr, int], channels: int) -> Decoded:
     return d
 
 
-def program_key(decoded: Decoded, open_rows: np.ndarray, reg_mode: np.ndarray,
-                salt: int) -> tuple[bytes, np.ndarray]:
-    """The cost cache's key of ``decoded`` from a start state (its open rows ``(channels,
-    banks)`` and register modes) under setting ``salt``, and the rows it names, in order of
-    first appearance (``cycle_memo.c``, ``aim_program_key``)."""
-    rows = np.empty(max(decoded.n, 1), dtype=np.int64)
+def _raw(program: Program) -> tuple[_Raw, list[np.ndarray]]:
+    """The kernel's view of ``program``'s columns (and the arrays it points into)."""
+    raw = [a if a.dtype == np.int64 and a.flags.c_contiguous else
+           np.ascontiguousarray(a, dtype=np.int64)
+           for a in (getattr(program, f) for f in _RAW_FIELDS)]
+    return _Raw(len(program), *(a.ctypes.data for a in raw)), raw
+
+
+def program_key(program: Program, cfr: dict[Cfr, int], channels: int, open_rows: np.ndarray,
+                reg_mode: np.ndarray, salt: int) -> tuple[bytes, np.ndarray]:
+    """The cost cache's key of ``program`` (decoded under ``cfr`` for ``channels`` channels)
+    from a start state (its open rows ``(channels, banks)`` and register modes) under setting
+    ``salt``, and the rows it names in order of first appearance (``cycle_memo.c``,
+    ``aim_program_key``: made from the columns, no decoded program needed).
+
+    Raises:
+        KernelError: an op id the ISA does not know, or out of memory.
+    """
+    struct, keep = _raw(program)
+    rows = np.empty(max(len(program), 1), dtype=np.int64)
     key = np.empty(2, dtype=np.uint64)
     open_rows = np.ascontiguousarray(open_rows, dtype=np.int64)
     modes = np.ascontiguousarray(reg_mode, dtype=np.int64)
-    named = library().aim_program_key(ctypes.byref(decoded.struct()), _ptr(open_rows),
-                                      _ptr(modes), open_rows.shape[0], open_rows.shape[1],
-                                      ctypes.c_uint64(salt & 0xFFFFFFFFFFFFFFFF),
-                                      _ptr(key, _u64p), _ptr(rows))
+    start = np.array([cfr[c] for c in Cfr], dtype=np.int64)
+    named = library().aim_program_key(
+        ctypes.byref(struct), ctypes.byref(_OP_TABLE), start.ctypes.data, channels,
+        open_rows.shape[1], open_rows.ctypes.data, modes.ctypes.data,
+        ctypes.c_uint64(salt & 0xFFFFFFFFFFFFFFFF), key.ctypes.data, rows.ctypes.data)
+    del keep
     if named < 0:
-        raise KernelError("out of memory for a cost key")
+        raise KernelError("a program with an op id the ISA does not know (or out of memory)")
     return key.tobytes(), rows[:named]
 
 

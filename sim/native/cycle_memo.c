@@ -1039,40 +1039,44 @@ static int memo_point(run_t *run, memo_run_t *mr, i64 *k, i64 h, i64 *rows, i64 
 
 /* -- the cost cache's key ---------------------------------------------------------------- */
 
-/* The key under which patton.sim.cost_cache keeps a decoded program's cost from a start state:
- * 128 bits over ``salt`` (the setting), every instruction's decoded fields with its row named
- * (rows >= 0 of DRAM instructions, in order of first appearance), and the start state's open
- * rows as those names, OTHER for a row the program does not ask for, or -1 closed, and its
- * register modes. Writes the named rows to ``rows`` in order (room for ``p->n``); returns
- * how many, or -1 if out of memory. */
-i64 aim_program_key(const program_t *p, const i64 *open_row, const i64 *reg_mode,
-                    i64 channels, i64 banks, u64 salt, u64 *key, i64 *rows) {
+/* The key under which patton.sim.cost_cache keeps a program's cost from a start state, made
+ * from the program's columns (decoded on the way, as aim_decode decodes them, so a cost found
+ * needs no decoded program): 128 bits over ``salt`` (the setting), every instruction's decoded
+ * fields with its row named (rows >= 0 of DRAM instructions, in order of first appearance),
+ * the start state's open rows as those names, OTHER for a row the program does not ask for,
+ * or -1 closed, and its register modes. Writes the named rows to ``rows`` in order (room for
+ * ``raw->n``); returns how many, or -1 (an unknown op id, or out of memory). */
+i64 aim_program_key(const raw_t *raw, const optable_t *t, const i64 *start_cfr,
+                    i64 channels, i64 banks, const i64 *open_row, const i64 *reg_mode,
+                    u64 salt, u64 *key, i64 *rows) {
+    i64 cfr[8];
+    if (t->cfrs > 8 || cfr_writes(raw, t) < 0) return -1;
+    reversal_table();
+    for (i64 c = 0; c < t->cfrs; c++) cfr[c] = start_cfr[c];
+    u64 reach = reach_of(t, channels);
     rowmap_t m = {0};
-    buf_t names = {rows, 0, p->n > 0 ? p->n : 1, 0}; /* writes straight into ``rows`` */
+    buf_t names = {rows, 0, raw->n > 0 ? raw->n : 1, 0}; /* writes straight into ``rows`` */
     if (!rowmap_grow(&m, 64)) return -1;
     hasher_t h = {0x13198a2e03707344ULL, 0xa4093822299f31d0ULL, 0};
     hput(&h, salt);
-    hput(&h, (u64)p->n);
-    for (i64 i = 0; i < p->n; i++) {
-        i64 row = p->columns[i] > 0 && p->row[i] >= 0 ? p->row[i] : -1;
+    hput(&h, (u64)raw->n);
+    for (i64 i = 0; i < raw->n; i++) {
+        ins_t o;
+        decode_one(raw, t, i, cfr, reach, channels, &o);
+        cfr_after(raw, t, i, cfr);
+        i64 row = o.columns > 0 && o.row >= 0 ? o.row : -1;
         int32_t name = rowmap_name(&m, &names, row);
         if (name == -3) { rowmap_release(&m); return -1; }
         u64 w = 0;
         int at = 0;
-        if (pack(&w, &at, p->op_class[i], 3) && pack(&w, &at, p->final[i], 6)
-            && pack(&w, &at, p->kind[i], 3) && pack(&w, &at, p->reg_mode[i], 2)
-            && pack(&w, &at, p->blocking[i], 2) && pack(&w, &at, p->reader[i], 2)
-            && pack(&w, &at, p->bank[i], 10) && pack(&w, &at, p->columns[i], 16)
-            && pack(&w, &at, name, 20)) {
-            hpair(&h, w, p->targets[i]);
+        if (pack(&w, &at, o.behaviour, 8) && pack(&w, &at, o.bank, 10)
+            && pack(&w, &at, o.columns, 24) && pack(&w, &at, name, 22)) {
+            hpair(&h, w, o.targets);
             continue;
         }
-        hput(&h, (u64)-1);
-        hput(&h, (u64)p->op_class[i]); hput(&h, (u64)p->final[i]);
-        hput(&h, (u64)p->kind[i]); hput(&h, (u64)p->reg_mode[i]);
-        hput(&h, (u64)p->blocking[i]); hput(&h, (u64)p->reader[i]);
-        hput(&h, p->targets[i]); hput(&h, (u64)p->bank[i]);
-        hput(&h, (u64)p->columns[i]); hput(&h, (u64)(i64)name);
+        hput(&h, (u64)-1); /* a field too wide to pack: every one in full */
+        hput(&h, (u64)o.behaviour); hput(&h, o.targets); hput(&h, (u64)o.bank);
+        hput(&h, (u64)o.columns); hput(&h, (u64)(i64)name);
     }
     u64 w = 0;
     int at = 0;
@@ -1084,6 +1088,7 @@ i64 aim_program_key(const program_t *p, const i64 *open_row, const i64 *reg_mode
     }
     hput(&h, w);
     for (i64 c = 0; c < channels; c++) hput(&h, (u64)reg_mode[c]);
+    for (i64 c = 0; c < t->cfrs; c++) hput(&h, (u64)start_cfr[c]);
     hkey_t k = hdone(&h);
     key[0] = k.a;
     key[1] = k.b;
