@@ -1,14 +1,15 @@
 """The cycle model's compiled kernel: build on first use, load with ctypes, run a program.
 
 ``native/cycle_kernel.c`` restates :mod:`patton.sim.controller` and the DMA of
-:mod:`patton.sim.cycle_model` over flat arrays, and ``native/cycle_memo.c`` (which it includes)
-adds the exact reuse of segments of runs (:class:`Memo`); this module is their only door. It
-compiles them with the C compiler (``$CC``, else ``cc``) into ``build/native/``
+:mod:`patton.sim.cycle_model` over flat arrays; it includes ``native/cycle_decode.c`` (a
+program decoded as :class:`Decoded` decodes it) and ``native/cycle_memo.c`` (the exact reuse
+of segments of runs, :class:`Memo`, and the cost cache's keys). This module is their only
+door. It compiles them with the C compiler (``$CC``, else ``cc``) into ``build/native/``
 (``$PATTON_BUILD`` overrides ``build/``), keyed by the sources' hash, so a changed kernel is
-rebuilt and an unchanged one loads in milliseconds. No Python headers are needed: the kernel is a plain
-shared library and every fact it uses (timing rules, latencies, command classes, device
-organisation, the decoded program) is passed in as arrays built here from the one definition
-of each.
+rebuilt and an unchanged one loads in milliseconds. No Python headers are needed: the kernel
+is a plain shared library and every fact it uses (timing rules, latencies, command classes,
+device organisation, the per-op facts, the decoded program) is passed in as arrays built
+here from the one definition of each.
 """
 
 from __future__ import annotations

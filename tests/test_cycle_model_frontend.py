@@ -309,8 +309,8 @@ def test_cost_cache_keys_hold_the_front_end():
     per-channel cache reuses per-channel costs that equal a full per-channel run."""
     program = _split(random_program(np.random.default_rng(9), 40, channels=8, rows=3))
     state = DeviceState.reset()
-    decoded = native.Decoded(Program.of(program), dict(zip(Cfr, state.cfr)), DEVICE.channels)
-    keys = {f: CostCache(CycleModel(frontend=f))._key(decoded, state)[0] for f in FRONTENDS}
+    keys = {f: CostCache(CycleModel(frontend=f))._key(Program.of(program), state)[0]
+            for f in FRONTENDS}
     assert keys["shared"] != keys[PER_CHANNEL]
     cache = CostCache(CycleModel(frontend=PER_CHANNEL), check=1.0)
     first, again = cache.run(program), cache.run(program)
