@@ -67,8 +67,8 @@ def _fig7(rec: dict[str, Any]) -> list[str]:
              for b in (*paper.BASELINES, "all")]
     lines = []
     if rec.get("frontend", "shared") != "shared":
-        lines += [f"Cycle-model front end: **{rec['frontend']}** (the paper's figure is on the "
-                  "public simulator's shared decoder).", ""]
+        lines += [(f"Cycle-model front end: **{rec['frontend']}** (the paper's figure is on "
+                   "the public simulator's shared decoder)."), ""]
     lines += _side_by_side(rows)
     for m, d in rec.get("per_model", {}).items():
         lines += ["", f"**{m}**: normalised to PATTON's total (stacks: "
@@ -173,9 +173,10 @@ def markdown(records: dict[str, Any], *, command: str = "", wall_seconds: float 
         lines.append("")
     counted = {f: r for f, r in records.items() if "tasks" in r and "task_seconds" in r}
     if counted:
-        lines += ["Tasks per figure and their own wall time, summed (a task two figures share "
-                  "counts in both; with `--resume`, tasks taken from the store count with the "
-                  "time they took then): " + ", ".join(
+        lines += ["Tasks per figure and their own wall time, summed (tasks served by one run "
+                  "share its time equally; a task two figures share counts in both; with "
+                  "`--resume`, tasks taken from the store count with the time they took "
+                  "then): " + ", ".join(
                       f"{f} {r['tasks']} ({r['task_seconds']:,.0f} s)"
                       for f, r in counted.items()) + ".", ""]
     if quick:

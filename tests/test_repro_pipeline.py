@@ -1,34 +1,50 @@
-"""``patton repro --quick`` end to end on the real cost of a serving run (no fakes).
+"""``patton repro all --quick`` end to end on the real cost of a serving run (no fakes).
 
-Fig. 7's ten quick configurations (Llama-3-8B and OPT-6.7B, PATTON and the four baselines),
-each a real serving run costed on the cycle model, through the real runner (two worker
-processes), figures, plots and tables, cut to 10 steps and without the replayed side runs to
-keep CI short: ``tests/test_run_cost.py`` replays every runtime bit-exact and verified, and
-``docs/evaluation.md`` gives the whole ``--quick`` run's time.
+Every figure's quick configurations: Fig. 7's ten (Llama-3-8B and OPT-6.7B, PATTON and the
+four baselines) and Fig. 8's (PATTON, PATTON-wo-CZ and BlockPIM on both front ends), each a
+real serving run costed on the cycle model with its replayed side run (every program
+verified, attention bit-exact on the functional model); Fig. 9's hit-rate runs; the
+microbenchmarks; through the real runner (two worker processes), figures, plots and tables.
 """
 
 from __future__ import annotations
 
 import json
 
+import pytest
+
 from patton.cli import main
 
 
-def test_quick_fig7_end_to_end(tmp_path, capsys):
+@pytest.mark.slow
+def test_quick_all_end_to_end(tmp_path, capsys):
     out = tmp_path / "repro"
-    code = main(["repro", "fig7", "--quick", "--steps", "10", "--no-check", "--workers", "2",
-                 "--json", "--no-progress", "--out", str(out)])
+    code = main(["repro", "all", "--quick", "--workers", "2", "--json", "--no-progress",
+                 "--out", str(out)])
     assert code == 0, capsys.readouterr().err
-    record = json.loads(capsys.readouterr().out)["fig7"]
+    records = json.loads(capsys.readouterr().out)
+    assert records == json.loads((out / "repro.json").read_text())
+    fig7 = records["fig7"]
     for key in ("neupims", "pimphony", "attacc", "blockpim", "all"):
-        assert record["speedup"][key] > 0 and record["energy_gain"][key] > 0
-    assert json.loads((out / "repro.json").read_text())["fig7"]["speedup"] == \
-        record["speedup"]
-    assert set(record["per_model"]) == {"llama3-8b", "opt-6.7b"}
-    for model, detail in record["per_model"].items():
+        assert fig7["speedup"][key] > 0 and fig7["energy_gain"][key] > 0
+    assert set(fig7["per_model"]) == {"llama3-8b", "opt-6.7b"}
+    for model, detail in fig7["per_model"].items():
         assert set(detail["absolute"]) == {"patton", "neupims", "pimphony", "attacc",
                                            "blockpim"}
         for runtime, r in detail["absolute"].items():
-            assert r["steps"] == 10 and r["seconds"] > 0, (model, runtime)
-            assert r["checked_programs"] == 0  # --no-check: no side run
-    assert (out / "fig7.png").stat().st_size > 0 and "4.27" in (out / "repro.md").read_text()
+            assert r["steps"] == 100 and r["seconds"] > 0, (model, runtime)
+    for front in ("shared", "per_channel"):
+        assert set(records["fig8"][front]) >= {"latency_reduction_vs_wo_cz",
+                                               "value_write_speedup_vs_wo_cz"}
+    assert set(records["fig9"]) >= {"normal", "pressure", "pressure_live_tokens"}
+    assert records["micro"]["fragmentation_latency"] > 1
+    # every cost configuration's side run: programs verified, attention bit-exact
+    costs = [json.loads(f.read_text())["run"] for f in (out / "tasks").glob("cost_*.json")]
+    assert len(costs) == 10 + 4  # Fig. 7, and Fig. 8's wo-CZ and per-channel runs
+    for run in costs:
+        result = run["result"]
+        assert result["checked_programs"] > 0, run["task"]
+        assert result["violations"] == 0 and result["mismatches"] == 0, run["task"]
+    for name in ("fig7.png", "fig8.png", "fig9.png"):
+        assert (out / name).stat().st_size > 0
+    assert "4.27" in (out / "repro.md").read_text()
