@@ -17,9 +17,9 @@ import argparse
 import time
 
 import numpy as np
-from patton.runtime.config import MODELS
+from patton.runtime.patton.config import MODELS
 from patton.sim.executor import CycleExecutor
-from patton.sim.serving.runtimes import VARIANTS, attach
+from patton.serving.runtimes import VARIANTS, attach
 
 PARTS = ("K write", "V write", "commit", "QK^T", "SV")
 

@@ -46,7 +46,7 @@ from patton.sim.device import DEVICE
 from patton.sim.executor import closed
 from patton.sim.isa import Instruction, channel_bit, mask_channels
 from patton.sim.program import Program
-from patton.sim.serving.decode_steps import decode_steps, prefilled
+from patton.runtime.decode_batch import decode_steps, prefilled
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACES = ROOT / "tests" / "data" / "aim"

@@ -1,7 +1,7 @@
 """How much of Fig. 8's gap to PATTON-wo-CZ the Commit Zone's SV read-outs explain: a bound.
 
 PATTON reads a request's partial last block from its CZ slot as an SV segment of its own
-(``runtime/plans.py``, ``Segment.cz``: per Value row a WR_BIAS, one MAC_ABK and an RD_MAC),
+(``runtime/programs/plans.py``, ``Segment.cz``: per Value row a WR_BIAS, one MAC_ABK and an RD_MAC),
 the paper's §4.4 command sequence. Folding those reads into the O1V reductions (or any other
 way of reading the partial blocks) costs at least nothing, so a run whose SV programs leave
 the CZ segments out (:class:`Unread`) is a lower bound for every such variant. Per front end
@@ -26,8 +26,8 @@ from patton.eval.paper import SETTINGS
 from patton.eval.plan import max_model_len
 from patton.eval.tasks import CONVERSATIONS, conversations
 from patton.sim.executor import closed
-from patton.sim.serving import run_cost
-from patton.sim.serving.run_cost import PARTS
+from patton.eval import cost as run_cost
+from patton.eval.cost import PARTS
 
 #: The paper's Fig. 8: PATTON's attention latency reduction and Value-write speedup vs wo-CZ.
 PAPER_REDUCTION, PAPER_SPEEDUP = 0.130, 5.0

@@ -5,12 +5,12 @@ Run with the vLLM virtualenv's python (docs/serving.md, "Installing the vLLM ext
     /work/venv-vllm/bin/python benchmarks/record_vllm_golden.py [--only NAME ...]
 
 Each configuration of :data:`CONFIGS` feeds ``tests/data/serving/sharegpt-llama3-300.jsonl``
-through :func:`patton.sim.serving.clients.run` and
-:class:`patton.sim.serving.vllm_engine.VllmEngine`, and writes
+through :func:`patton.serving.clients.run` and
+:class:`patton.serving.vllm_engine.VllmEngine`, and writes
 ``tests/data/serving/golden/<name>.json.gz`` (gzip, mtime 0, of JSON text with one step per
 line): ``params`` (the conversation file and its sha256, clients, pool, the engine parameters,
 the step limit), ``vllm`` (the scheduler settings in force), then the run
-(:meth:`patton.sim.serving.clients.Run.as_dict`: ``complete``, ``report``, per step the
+(:meth:`patton.serving.clients.Run.as_dict`: ``complete``, ``report``, per step the
 scheduled requests with their token counts in vLLM's order and the preempted ids, per request
 its cached tokens as vLLM reports ``num_cached_tokens`` and its finish step).
 """
@@ -26,9 +26,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from patton.sim.serving.clients import run
-from patton.sim.serving.conversations import read
-from patton.sim.serving.vllm_engine import VllmEngine, VllmParams
+from patton.serving.clients import run
+from patton.serving.conversations import read
+from patton.serving.vllm_engine import VllmEngine, VllmParams
 
 ROOT = Path(__file__).resolve().parent.parent
 CONVERSATIONS = "tests/data/serving/sharegpt-llama3-300.jsonl"

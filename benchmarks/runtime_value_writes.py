@@ -20,11 +20,11 @@ import dataclasses
 import json
 import time
 
-from patton.runtime.config import MODELS, Config, model
-from patton.runtime.variants import VARIANTS
+from patton.runtime.patton.config import MODELS, Config, model
+from patton.runtime.patton.variants import VARIANTS
 from patton.sim.cycle_model import FRONTENDS
-from patton.sim.serving.loop import execute
-from patton.sim.serving.scenario import generate
+from patton.serving.loop import execute
+from patton.serving.scenario import generate
 from patton.sim.timing import PROFILES
 
 #: The three write paths: (name, runtime variant).

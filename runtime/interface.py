@@ -2,10 +2,10 @@
 
 A KV-cache runtime on AiM turns vLLM's block events into placements and the placements into
 programs in the shared ISA (:mod:`patton.sim.isa`), which run on every executor. PATTON
-(:class:`~patton.runtime.lifecycle.Runtime`, every :mod:`~patton.runtime.variants` variant)
+(:class:`~patton.runtime.patton.lifecycle.Runtime`, every :mod:`~patton.runtime.patton.variants` variant)
 implements :class:`KvRuntime`; so must every translated baseline layout (NeuPIMs, AttAcc,
-BlockPIM, PIMphony), so that the engine's adapter (:mod:`patton.sim.serving.runtimes`), the
-decode-step programs (:mod:`patton.sim.serving.decode_steps`) and the evaluation drive them
+BlockPIM, PIMphony), so that the engine's adapter (:mod:`patton.serving.runtimes`), the
+decode-step programs (:mod:`patton.runtime.decode_batch`) and the evaluation drive them
 alike. ``tests/test_runtime_interface.py`` checks that each implementation has every member
 with these parameter names.
 
@@ -24,8 +24,8 @@ Contract, in vLLM's terms (block ids are the engine's; request ids are small int
   engine still has free blocks: its placement constraint).
 * **Writes**: ``write_many`` writes whole or partial blocks (prefill), ``append`` one token at
   the fill level of each block (a decode step); both return the programs by kind, Key writes,
-  Value writes and (PATTON's) Commit Zone commits (:class:`~patton.runtime.writes.Writes`,
-  :class:`~patton.runtime.writes.WriteProgram`), so that costs decompose as the paper's Fig. 7.
+  Value writes and (PATTON's) Commit Zone commits (:class:`~patton.runtime.patton.writes.Writes`,
+  :class:`~patton.runtime.patton.writes.WriteProgram`), so that costs decompose as the paper's Fig. 7.
 * **Attention**: ``qk_step`` and ``sv_step`` return one program for a batch of requests in one
   layer, with each request's plan (where its scores or outputs are read back);
   ``sv_buffer`` is the zeroed score buffer ``sv_step`` takes without a copy.
@@ -45,8 +45,8 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 from patton.runtime.baselines.geometry import Geometry
-from patton.runtime.config import Config
-from patton.runtime.writes import WriteProgram, Writes
+from patton.runtime.patton.config import Config
+from patton.runtime.patton.writes import WriteProgram, Writes
 from patton.sim.program import Program
 
 __all__ = ["KvRuntime", "BoundBlock", "MEMBERS", "split_readouts"]

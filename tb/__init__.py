@@ -4,7 +4,7 @@
 (a live simulator fed through named pipes), :mod:`~patton.tb.executor` (``RtlExecutor``, the
 executor interface on live RTL channels); the cocotb roles :mod:`~patton.tb.driver`,
 :mod:`~patton.tb.monitor`, :mod:`~patton.tb.reference`, :mod:`~patton.tb.scoreboard`, and the
-in-simulator regressions :mod:`~patton.tb.regressions`; ``patton rtl`` in :mod:`~patton.tb.cli`.
+in-simulator regressions :mod:`~patton.tb.regressions`; ``patton rtl`` in :mod:`~patton.cli.rtl`.
 
 Public API (``from patton.tb import ...``; imported on first use, so ``import patton.tb`` does
 not load cocotb or Amaranth): :class:`RtlExecutor` and its results (:class:`RtlResult`,

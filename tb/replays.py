@@ -7,7 +7,7 @@ work to all 32 channels is one replay. :func:`replay_group` replays one group's 
 this RTL version refuses by design (they must be flagged ``REJECTED``) and the AF LUT rows it
 cannot address, and scores the rest (:func:`patton.tb.scoreboard.score`); a :class:`Replay`
 holds the outcome and its per-channel report (:meth:`Replay.summary`). :func:`copy_dumps`
-collects the waveforms. ``patton rtl run`` / ``rtl check`` (:mod:`patton.tb.cli`) print them.
+collects the waveforms. ``patton rtl run`` / ``rtl check`` (:mod:`patton.cli.rtl`) print them.
 """
 
 from __future__ import annotations

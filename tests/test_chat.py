@@ -1,4 +1,4 @@
-"""The multi-turn chat served on a device (``patton.sim.serving.chat``): the loop, its checks,
+"""The multi-turn chat served on a device (``patton.serving.chat``): the loop, its checks,
 and faults injected one at a time that the checks must catch, on the device models.
 
 The same chat on live RTL channels is in ``tests/test_chat_rtl.py``.
@@ -9,10 +9,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from patton.sim.executor import CycleExecutor
-from patton.sim.serving import conversations as cv
-from patton.sim.serving import engine as eng
-from patton.sim.serving.chat import DEMO_CONVERSATIONS, Chat, ChatSetup, Faults, TokenKV
-from patton.sim.serving.clients import Clients
+from patton.serving import conversations as cv
+from patton.serving import engine as eng
+from patton.serving.chat import DEMO_CONVERSATIONS, Chat, ChatSetup, Faults, TokenKV
+from patton.serving.clients import Clients
 
 SETUP = ChatSetup()
 
@@ -124,7 +124,7 @@ def test_unknown_fault_is_refused():
 
 
 def test_the_bundled_demo_chat_is_its_recipe(conversations):
-    from patton.sim.serving.chat import demo_conversations
+    from patton.serving.chat import demo_conversations
 
     assert demo_conversations() == conversations
     assert len(conversations) == 8 and all(2 <= c.num_turns <= 3 for c in conversations)

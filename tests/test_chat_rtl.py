@@ -3,15 +3,15 @@
 Each channel is a Verilator simulation of the Amaranth channel run by the cocotb runner (the
 schedule player's cocotb test); the engine, the runtime, the driver, the monitor and the
 scoreboard run here and drive the four as one device (``patton.tb.executor.RtlExecutor``).
-Every step is checked (``patton.sim.serving.chat``); the faults show the checks catch what
+Every step is checked (``patton.serving.chat``); the faults show the checks catch what
 they claim to.
 """
 
 from __future__ import annotations
 
 import pytest
-from patton.sim.serving import conversations as cv
-from patton.sim.serving.chat import DEMO_CONVERSATIONS, Chat, ChatSetup, Faults
+from patton.serving import conversations as cv
+from patton.serving.chat import DEMO_CONVERSATIONS, Chat, ChatSetup, Faults
 
 pytestmark = pytest.mark.verilator
 

@@ -13,7 +13,7 @@ from patton.sim.energy import energy
 from patton.sim.isa import Cfr, Instruction, Opcode, channel_bit
 from patton.sim.program import Program
 from patton.sim.random_programs import random_program
-from patton.sim.serving.decode_steps import decode_steps, prefilled
+from patton.runtime.decode_batch import decode_steps, prefilled
 
 
 def _cost(result):

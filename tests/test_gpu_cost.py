@@ -1,4 +1,4 @@
-"""The GPU prefill cost model (:mod:`patton.sim.serving.gpu_cost`): the analytic roofline against
+"""The GPU prefill cost model (:mod:`patton.eval.gpu_cost`): the analytic roofline against
 hand-counted FLOPs, its monotonicity, the recomputation measure, and measured tables."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import random
 from pathlib import Path
 
 import pytest
-from patton.runtime.config import MODELS, ModelSpec
-from patton.sim.serving.gpu_cost import (
+from patton.runtime.patton.config import MODELS, ModelSpec
+from patton.eval.gpu_cost import (
     GPUS,
     SHAPES,
     AnalyticCost,

@@ -1,7 +1,7 @@
 """``patton repro`` (``patton.eval``): figure arithmetic, the runner, micro and Fig. 9 end to
 end on small configurations, the files it writes, and its errors.
 
-Fig. 7 and Fig. 8 measure with ``patton.sim.serving.run_cost``; here a fake with exactly its
+Fig. 7 and Fig. 8 measure with ``patton.eval.cost``; here a fake with exactly its
 ``RunCost.as_dict()`` shape stands in for it (monkeypatched), so the arithmetic is checked on
 numbers whose answers are known.
 """
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 from patton.eval import figures, paper, plots, report, runner, tasks
-from patton.eval.cli import main as repro_main
-from patton.eval.cli import reproduce, write
+from patton.cli.repro import main as repro_main
+from patton.cli.repro import reproduce, write
 from patton.eval.plan import FIGURES, FULL, QUICK
 from patton.eval.plan import tasks as plan_tasks
 from patton.eval.tasks import CostTask, FragmentationTask, HitTask, ValueWriteTask
@@ -201,7 +201,7 @@ def test_plan_sizes_and_shared_tasks():
 
 @pytest.fixture
 def fake_run_cost(monkeypatch):
-    """Install a fake ``patton.sim.serving.run_cost`` (the real one's interface)."""
+    """Install a fake ``patton.eval.cost`` (the real one's interface)."""
     calls = []
 
     class RunCost:
@@ -240,11 +240,11 @@ def fake_run_cost(monkeypatch):
     module.reference, module.measure, module.RunCost = reference, measure, RunCost
     module.measure_many = measure_many
     monkeypatch.setitem(sys.modules, tasks.RUN_COST, module)
-    # ``from patton.sim.serving import run_cost`` finds the package's attribute first, which
-    # an earlier test's import of the real module has set
-    import patton.sim.serving as serving
+    # ``from patton.eval import cost`` finds the package's attribute first, which an earlier
+    # test's import of the real module has set
+    import patton.eval as evaluation
 
-    monkeypatch.setattr(serving, "run_cost", module, raising=False)
+    monkeypatch.setattr(evaluation, "cost", module, raising=False)
     return calls
 
 
@@ -375,7 +375,7 @@ def test_plots_and_markdown_have_the_papers_numbers(tmp_path, fake_run_cost):
 
 
 def test_cli_json_is_one_object_keyed_by_figure(tmp_path, capsys, fake_run_cost, monkeypatch):
-    monkeypatch.setattr("patton.eval.cli.QUICK", SMALL.with_(steps=30))
+    monkeypatch.setattr("patton.cli.repro.QUICK", SMALL.with_(steps=30))
     code = main(["repro", "fig7", "--quick", "--workers", "1", "--out", str(tmp_path / "o"),
                  "--json"])
     out, err = capsys.readouterr()
@@ -389,7 +389,7 @@ def test_cli_json_is_one_object_keyed_by_figure(tmp_path, capsys, fake_run_cost,
 
 
 def test_finished_tasks_are_kept_and_resumed(tmp_path, capsys, fake_run_cost, monkeypatch):
-    monkeypatch.setattr("patton.eval.cli.QUICK", SMALL.with_(steps=30))
+    monkeypatch.setattr("patton.cli.repro.QUICK", SMALL.with_(steps=30))
     argv = ["repro", "fig7", "--quick", "--workers", "1", "--out", str(tmp_path), "--json"]
     assert main(argv) == 0
     first = json.loads(capsys.readouterr().out)
@@ -436,7 +436,7 @@ def test_store_keeps_a_task_whole_and_only_for_its_code(tmp_path):
 
 
 def test_fig7_on_the_per_channel_front_end(tmp_path, capsys, fake_run_cost, monkeypatch):
-    monkeypatch.setattr("patton.eval.cli.QUICK", SMALL.with_(steps=30))
+    monkeypatch.setattr("patton.cli.repro.QUICK", SMALL.with_(steps=30))
     code = main(["repro", "fig7", "--quick", "--workers", "1", "--out", str(tmp_path),
                  "--frontend", "per_channel", "--json"])
     out, err = capsys.readouterr()
@@ -470,7 +470,7 @@ def test_bad_options_exit_2(argv, message, capsys, tmp_path):
 
 
 def test_unwritable_out_is_an_error_before_anything_runs(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr("patton.eval.cli.reproduce", lambda *a, **k: pytest.fail("ran"))
+    monkeypatch.setattr("patton.cli.repro.reproduce", lambda *a, **k: pytest.fail("ran"))
     afile = tmp_path / "file"
     afile.write_text("x")
     for out, message in ((afile, "exists and is not a folder"),
@@ -481,11 +481,11 @@ def test_unwritable_out_is_an_error_before_anything_runs(tmp_path, capsys, monke
 
 
 def test_fig7_without_run_cost_and_ray_without_ray(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr("patton.eval.cli.reproduce", lambda *a, **k: pytest.fail("ran"))
+    monkeypatch.setattr("patton.cli.repro.reproduce", lambda *a, **k: pytest.fail("ran"))
     monkeypatch.setattr(tasks, "run_cost_available", lambda: False)
     assert main(["repro", "all", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert "fig7 and fig8 need patton.sim.serving.run_cost" in err
+    assert "fig7 and fig8 need patton.eval.cost" in err
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name == "ray" else real(name, *a))

@@ -1,7 +1,7 @@
 """``patton rtl run`` and ``patton rtl check``: user traces and schedules on the RTL channel.
 
 The commands run in this process, so one Verilator build (cached under build/, a few minutes
-the first time) serves every test: ``patton.tb.cli.player`` keeps it per row count.
+the first time) serves every test: ``patton.cli.rtl.player`` keeps it per row count.
 """
 
 from __future__ import annotations

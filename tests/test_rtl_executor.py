@@ -82,8 +82,8 @@ def test_state_persists_across_programs():
 
 
 def test_runtime_attention_on_one_live_group():
-    from patton.runtime.config import Config, ModelSpec
-    from patton.runtime.lifecycle import Runtime
+    from patton.runtime.patton.config import Config, ModelSpec
+    from patton.runtime.patton.lifecycle import Runtime
     from patton.tb.executor import RtlExecutor, head_channels
 
     config = Config(ModelSpec("one-group", layers=1, kv_heads=1, q_heads=2, d_head=64),

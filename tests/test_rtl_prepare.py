@@ -9,7 +9,7 @@ from patton.hw.isa import ProtocolCode
 from patton.sim import schedule
 from patton.sim.isa import Command
 from patton.sim.timing import TIMING
-from patton.tb import cli as tb_cli
+from patton.cli import rtl as tb_cli
 from patton.tb.monitor import PlayResult, RtlRead, RtlViolation
 from patton.tb.player import (
     DRAIN,

@@ -1,4 +1,4 @@
-"""The cost of a serving run (``sim/serving/run_cost.py``, ``docs/run-cost.md``).
+"""The cost of a serving run (``eval/cost.py``, ``docs/run-cost.md``).
 
 The central test (:func:`test_one_layer_times_layers_is_exact`) drives a runtime laid out
 for 2-4 layers (the real per-layer row budget) layer by layer, every query head of the GQA
@@ -13,19 +13,20 @@ import json
 import numpy as np
 import pytest
 from patton.runtime.baselines import BASELINES, Geometry
-from patton.runtime.config import MODELS, Config
-from patton.runtime.variants import variant as runtime_variant
+from patton.runtime.patton.config import MODELS, Config
+from patton.runtime.patton.variants import variant as runtime_variant
 from patton.sim.cycle_model import CycleModel, DeviceState
 from patton.sim.device import DEVICE
 from patton.sim.energy import COMPONENTS, energy
 from patton.sim.executor import closed
-from patton.sim.serving import run_cost, runtimes
-from patton.sim.serving.chat import DEMO_CONVERSATIONS
-from patton.sim.serving.clients import Clients
-from patton.sim.serving.conversations import read
-from patton.sim.serving.engine import EmbeddedEngine
-from patton.sim.serving.run_cost import PARTS, measure, reference
-from patton.sim.serving.vllm_engine import VllmParams
+from patton.eval import cost as run_cost
+from patton.serving import runtimes
+from patton.serving.chat import DEMO_CONVERSATIONS
+from patton.serving.clients import Clients
+from patton.serving.conversations import read
+from patton.serving.engine import EmbeddedEngine
+from patton.eval.cost import PARTS, measure, reference
+from patton.serving.vllm_engine import VllmParams
 
 DEMO = read(DEMO_CONVERSATIONS)  # 8 short conversations, 2-3 turns each
 SMALL = {"clients": 4, "pool": 8}

@@ -1,11 +1,11 @@
-"""``patton runtime scenario``, through the parser group runtime/cli.py registers."""
+"""``patton runtime scenario``, through the parser group patton/cli/runtime.py registers."""
 
 from __future__ import annotations
 
 import argparse
 import json
 
-from patton.runtime.cli import add_parser
+from patton.cli.runtime import add_parser
 from patton.sim import trace
 from patton.sim.functional import FunctionalModel
 from patton.sim.isa import Opcode
@@ -71,7 +71,7 @@ def test_scenario_table_names_both_baselines(capsys) -> None:
 
 
 def test_scenario_progress_bar_wraps_the_events(capsys) -> None:
-    from patton.runtime.cli import _events
+    from patton.cli.runtime import _events
 
     log = [("x",), ("y",)]
     assert _events(log, "PATTON", False) is log

@@ -10,14 +10,14 @@ metadata names.
 from __future__ import annotations
 
 import pytest
-from patton.runtime.config import Config, ModelSpec
-from patton.runtime.metadata import CzPlace
-from patton.runtime.variants import VARIANTS
+from patton.runtime.patton.config import Config, ModelSpec
+from patton.runtime.patton.metadata import CzPlace
+from patton.runtime.patton.variants import VARIANTS
 from patton.sim.device import DEVICE
 from patton.sim.functional import FunctionalModel
-from patton.sim.serving.checks import check_placements
-from patton.sim.serving.loop import execute
-from patton.sim.serving.scenario import Tokens, generate, origins
+from patton.serving.checks import check_placements
+from patton.serving.loop import execute
+from patton.serving.scenario import Tokens, generate, origins
 
 CASES = {
     # name: (model, device channels, config); few rows per layer, so capacity runs out

@@ -6,9 +6,9 @@ import inspect
 
 import pytest
 from patton.runtime.baselines import BASELINES, Geometry
-from patton.runtime.config import Config, model
+from patton.runtime.patton.config import Config, model
 from patton.runtime.interface import MEMBERS, KvRuntime
-from patton.runtime.variants import VARIANTS
+from patton.runtime.patton.variants import VARIANTS
 
 RUNTIMES = [*VARIANTS, *BASELINES]
 

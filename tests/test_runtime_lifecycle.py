@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from patton.runtime.config import Config, ModelSpec
+from patton.runtime.patton.config import Config, ModelSpec
 from patton.runtime.errors import (
     BlockStateError,
     CapacityError,
@@ -16,8 +16,8 @@ from patton.runtime.errors import (
     UnknownBlock,
     UnknownRequest,
 )
-from patton.runtime.lifecycle import Runtime
-from patton.runtime.metadata import CzPlace, Mode, ValuePlace
+from patton.runtime.patton.lifecycle import Runtime
+from patton.runtime.patton.metadata import CzPlace, Mode, ValuePlace
 from patton.sim import trace
 from patton.sim.cycle_model import CycleModel
 from patton.sim.isa import Instruction, Opcode
@@ -300,7 +300,7 @@ def test_ablation_variants_share_the_interface() -> None:
     import dataclasses
 
     from patton.runtime.errors import ConfigError
-    from patton.runtime.variants import VARIANTS, variant
+    from patton.runtime.patton.variants import VARIANTS, variant
 
     c = cfg(layer_rows=9)
     whole = variant("patton-no-o2v").runtime(c)

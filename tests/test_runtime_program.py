@@ -3,23 +3,23 @@
 Random serving scenarios are replayed on a runtime; every write call's columnar programs
 (:meth:`Runtime.write_program`) and every attention program (per request and batched over
 all live requests) are expanded and compared field by field, payload words included, with the
-instruction lists :mod:`patton.runtime.reference_programs` builds for the same placements and data.
+instruction lists :mod:`patton.runtime.reference.programs` builds for the same placements and data.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from patton.runtime import plans
-from patton.runtime import reference_programs as ref
-from patton.runtime.config import Config, ModelSpec
-from patton.runtime.lifecycle import Runtime
-from patton.runtime.metadata import CzPlace, Mode, ValuePlace
+from patton.runtime.programs import plans
+from patton.runtime.reference import programs as ref
+from patton.runtime.patton.config import Config, ModelSpec
+from patton.runtime.patton.lifecycle import Runtime
+from patton.runtime.patton.metadata import CzPlace, Mode, ValuePlace
 from patton.sim.device import DEVICE
 from patton.sim.isa import Instruction, Opcode
 from patton.sim.program import Program, concat
-from patton.sim.serving.loop import apply_lifecycle
-from patton.sim.serving.scenario import Tokens, generate
+from patton.serving.loop import apply_lifecycle
+from patton.serving.scenario import Tokens, generate
 from test_runtime_e2e import CASES, _config
 
 

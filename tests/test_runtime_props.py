@@ -11,13 +11,13 @@ import numpy as np
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
-from patton.runtime.config import Config, ModelSpec
+from patton.runtime.patton.config import Config, ModelSpec
 from patton.runtime.errors import CapacityError, PattonError, ReadOnlyBlock
-from patton.runtime.lifecycle import Runtime
-from patton.runtime.metadata import Mode
+from patton.runtime.patton.lifecycle import Runtime
+from patton.runtime.patton.metadata import Mode
 from patton.sim import trace
-from patton.sim.serving.loop import execute
-from patton.sim.serving.scenario import generate
+from patton.serving.loop import execute
+from patton.serving.scenario import generate
 
 SMALL = ModelSpec("small", layers=1, kv_heads=1, q_heads=1, d_head=64)
 

@@ -3,7 +3,7 @@
 * :class:`ValueTable` / :class:`KeyTable` patched from the first changed table position must
   equal tables built from the whole table, after random edits (the greedy SV split resumed
   mid-way is the subtle part) and after random lifecycle sequences on a runtime.
-* The vectorised batch layouts (:mod:`patton.runtime.layout`) must equal the per-request
+* The vectorised batch layouts (:mod:`patton.runtime.programs.layout`) must equal the per-request
   templates laid out by :func:`reference_templates.batch`, field by field.
 * Decode-step writes (:meth:`Runtime.append`, cached :class:`TokenBatch` rewritten in place)
   must give the reference generator's instructions at every step, across block boundaries,
@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from patton.runtime import layout, plans
-from patton.runtime import reference_templates as tpl
-from patton.runtime.batch import Batch
-from patton.runtime.config import Config, ModelSpec
+from patton.runtime.programs import layout, plans
+from patton.runtime.reference import templates as tpl
+from patton.runtime.programs.batch import Batch
+from patton.runtime.patton.config import Config, ModelSpec
 from patton.runtime.errors import PattonError
-from patton.runtime.lifecycle import Runtime
-from patton.runtime.metadata import CzPlace, KeyPlace, Mode, ValuePlace
-from patton.runtime.tables import KeyTable, ValueTable
+from patton.runtime.patton.lifecycle import Runtime
+from patton.runtime.patton.metadata import CzPlace, KeyPlace, Mode, ValuePlace
+from patton.runtime.programs.tables import KeyTable, ValueTable
 from patton.sim.program import FIELDS, Program
 from test_runtime_e2e import _config
 from test_runtime_program import _ref_writes, _same
@@ -335,10 +335,10 @@ def test_layouts_patched_for_few_changed_requests(name: str, monkeypatch) -> Non
     """Staggered decode: each step's QK^T and SV layouts patched from the last equal rebuilds.
 
     Eight requests at every other fill level bind and commit a block or two per step, so
-    :mod:`patton.runtime.layout_patch` applies (a table edited once at its end); steps that
+    :mod:`patton.runtime.programs.layout_patch` applies (a table edited once at its end); steps that
     change the data width or more requests are laid out anew. Both kinds must occur.
     """
-    from patton.runtime import layout_patch
+    from patton.runtime.programs import layout_patch
 
     used = {"qk": 0, "sv": 0, "refused": 0}
     qk_patch, sv_patch = layout_patch.qk_patch, layout_patch.sv_patch

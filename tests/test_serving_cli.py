@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from patton.sim.serving.conversations import from_sharegpt, read
+from patton.serving.conversations import from_sharegpt, read
 
 from patton.cli import main
 
@@ -86,7 +86,7 @@ def test_bad_parameters_exit_2_without_a_traceback(capsys, args, message):
 
 
 def test_engine_vllm_without_vllm_names_the_recipe(capsys, monkeypatch):
-    from patton.sim.serving import vllm_engine
+    from patton.serving import vllm_engine
 
     def missing():
         raise vllm_engine.VllmUnavailable("vLLM 0.33.0 is not importable here (test); install "

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 
 import pytest
-from patton.sim.serving.block_pool import (
+from patton.serving.block_pool import (
     ALLOC,
     CACHE,
     EVICT,
@@ -26,11 +26,11 @@ from patton.sim.serving.block_pool import (
     BlockEvent,
     BlockPool,
 )
-from patton.sim.serving.clients import Request, run
-from patton.sim.serving.conversations import read
-from patton.sim.serving.engine import SETTINGS, EmbeddedEngine
-from patton.sim.serving.kv_cache import KVCacheManager, PrefixKeys
-from patton.sim.serving.vllm_engine import VllmParams
+from patton.serving.clients import Request, run
+from patton.serving.conversations import read
+from patton.serving.engine import SETTINGS, EmbeddedEngine
+from patton.serving.kv_cache import KVCacheManager, PrefixKeys
+from patton.serving.vllm_engine import VllmParams
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = sorted((ROOT / "tests/data/serving/golden").glob("*.json.gz"))

@@ -1,4 +1,4 @@
-"""The engine driving a KV-cache runtime (``sim/serving/runtimes.py``).
+"""The engine driving a KV-cache runtime (``serving/runtimes.py``).
 
 * the runtime's bound blocks equal the engine's running + cached blocks after every step
   (ref counts and fullness too), on golden workloads, for every variant;
@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 from patton.runtime.baselines import BASELINES
-from patton.runtime.config import MODELS, Config
-from patton.runtime.lifecycle import Runtime
-from patton.sim.serving.clients import Engine, Request, StepOutput, run
-from patton.sim.serving.conversations import read
-from patton.sim.serving.engine import EmbeddedEngine
-from patton.sim.serving.runtimes import (
+from patton.runtime.patton.config import MODELS, Config
+from patton.runtime.patton.lifecycle import Runtime
+from patton.serving.clients import Engine, Request, StepOutput, run
+from patton.serving.conversations import read
+from patton.serving.engine import EmbeddedEngine
+from patton.serving.runtimes import (
     PROFILES,
     VARIANTS,
     Attached,
@@ -32,7 +32,7 @@ from patton.sim.serving.runtimes import (
     layer_config,
     mirror_errors,
 )
-from patton.sim.serving.vllm_engine import VllmParams
+from patton.serving.vllm_engine import VllmParams
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = sorted((ROOT / "tests/data/serving/golden").glob("*.json.gz"))

@@ -1,4 +1,4 @@
-"""Real vLLM 0.33 driving the runtime through block-pool hooks (``sim/serving/vllm_engine.py``).
+"""Real vLLM 0.33 driving the runtime through block-pool hooks (``serving/vllm_engine.py``).
 
 Without vLLM (CI): the pure helpers, the lazy import, and the CLI accepting every runtime
 with ``--engine vllm``. With vLLM (``/work/venv-vllm/bin/python -m pytest -q -p
@@ -19,10 +19,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from patton.sim.serving.block_pool import BlockEvent
-from patton.sim.serving.clients import run
-from patton.sim.serving.conversations import read
-from patton.sim.serving.vllm_engine import VllmParams, cdiv
+from patton.serving.block_pool import BlockEvent
+from patton.serving.clients import run
+from patton.serving.conversations import read
+from patton.serving.vllm_engine import VllmParams, cdiv
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = sorted((ROOT / "tests/data/serving/golden").glob("*.json.gz"))
@@ -61,14 +61,14 @@ def test_cdiv():
 
 
 def test_module_imports_without_vllm():
-    import patton.sim.serving.vllm_engine as m
+    import patton.serving.vllm_engine as m
 
     assert m.VLLM_VERSION == "0.33.0" and "VllmEngine" in m.__all__
 
 
 def test_without_vllm_the_engine_says_how_to_get_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "vllm", None)  # ``import vllm`` fails, as without it
-    from patton.sim.serving.vllm_engine import VllmEngine, VllmUnavailable
+    from patton.serving.vllm_engine import VllmEngine, VllmUnavailable
 
     with pytest.raises(VllmUnavailable, match="docs/serving.md"):
         VllmEngine(VllmParams())
@@ -77,7 +77,7 @@ def test_without_vllm_the_engine_says_how_to_get_it(monkeypatch):
 @pytest.mark.parametrize("runtime", ["patton", "patton-wo-cz", "patton-no-o2v"])
 def test_cli_accepts_every_runtime_with_engine_vllm(capsys, monkeypatch, runtime):
     monkeypatch.setitem(sys.modules, "vllm", None)  # ``import vllm`` fails, as without it
-    from patton.sim.serving.cli import main
+    from patton.cli.serve import main
 
     code = main(["serve", "--conversations", FILE, "--engine", "vllm", "--runtime", runtime,
                  "--num-blocks", "256", "--steps", "10"])
@@ -92,8 +92,8 @@ def test_cli_accepts_every_runtime_with_engine_vllm(capsys, monkeypatch, runtime
 @pytest.mark.parametrize("path", GOLDEN, ids=[p.name.split(".")[0] for p in GOLDEN])
 def test_vllm_event_stream_equals_embedded(path):
     pytest.importorskip("vllm", reason="live real-vLLM check: needs the optional vLLM extra (docs/serving.md)")
-    from patton.sim.serving.engine import EmbeddedEngine
-    from patton.sim.serving.vllm_engine import VllmEngine
+    from patton.serving.engine import EmbeddedEngine
+    from patton.serving.vllm_engine import VllmEngine
 
     golden = load(path)
     p = golden["params"]
@@ -112,10 +112,10 @@ def test_vllm_event_stream_equals_embedded(path):
 
 def _attached_run(engine_name: str, golden: str, num_blocks: int, variant: str,
                   steps: int) -> tuple[dict, list[BlockEvent], dict, list[str]]:
-    from patton.runtime.config import MODELS
-    from patton.sim.serving.engine import EmbeddedEngine
-    from patton.sim.serving.runtimes import attach, mirror_errors
-    from patton.sim.serving.vllm_engine import VllmEngine
+    from patton.runtime.patton.config import MODELS
+    from patton.serving.engine import EmbeddedEngine
+    from patton.serving.runtimes import attach, mirror_errors
+    from patton.serving.vllm_engine import VllmEngine
 
     p = dict(load(ROOT / f"tests/data/serving/golden/{golden}.json.gz")["params"],
              num_blocks=num_blocks)
@@ -152,7 +152,7 @@ def test_vllm_with_runtime_refusing_equals_embedded(config):
 
 def test_cli_vllm_and_embedded_reports_are_identical(capsys):
     pytest.importorskip("vllm", reason="live real-vLLM check: needs the optional vLLM extra (docs/serving.md)")
-    from patton.sim.serving.cli import main
+    from patton.cli.serve import main
 
     reports = {}
     for engine in ("embedded", "vllm"):

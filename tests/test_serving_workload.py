@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from patton.sim.serving import conversations as cv
-from patton.sim.serving.clients import (
+from patton.serving import conversations as cv
+from patton.serving.clients import (
     ClientError,
     Clients,
     Finished,
@@ -19,7 +19,7 @@ from patton.sim.serving.clients import (
     StepOutput,
     run,
 )
-from patton.sim.serving.conversations import Conversation, WorkloadError
+from patton.serving.conversations import Conversation, WorkloadError
 
 DATA = Path(__file__).resolve().parent / "data"
 SERVING = DATA / "serving"
@@ -387,7 +387,7 @@ def test_client_model_reproduces_golden_requests(path: Path) -> None:
 @pytest.mark.parametrize("path", GOLDEN, ids=lambda p: p.name.split(".")[0])
 def test_live_vllm_matches_golden(path: Path) -> None:
     pytest.importorskip("vllm", reason="live real-vLLM check: needs the optional vLLM extra (docs/serving.md)")
-    from patton.sim.serving.vllm_engine import VllmEngine, VllmParams
+    from patton.serving.vllm_engine import VllmEngine, VllmParams
 
     data = load(path)
     p = data["params"]

@@ -27,7 +27,7 @@ from patton.runtime.errors import (
     UnknownRequest,
 )
 from patton.runtime.inputs import bf16_bits, check_layer, check_shape
-from patton.runtime.writes import WriteProgram, Writes
+from patton.runtime.patton.writes import WriteProgram, Writes
 from patton.sim.program import Program
 
 __all__ = ["Place", "Policy", "Bound", "PlacedRuntime"]

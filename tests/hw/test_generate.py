@@ -10,7 +10,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from patton.hw import cli, generate
+from patton.cli import hw as cli
+from patton.hw import generate
 from patton.hw.mat import MAT_MODULE, mat_verilog
 
 ROWS = 4

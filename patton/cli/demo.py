@@ -1,0 +1,295 @@
+"""``patton demo``: a multi-turn chat served by the PATTON runtime on live RTL channels.
+
+The embedded engine (vLLM 0.33's scheduler) serves the conversations of a conversation file
+(default: eight ShareGPT conversations of two or three turns, Llama-3 tokens, messages cut to 16
+tokens: ``chat.demo_conversations``) through the
+PATTON runtime, on one ChPerHead channel group of Llama-3-8B (four AiM channels, two layers):
+per scheduler step the KV writes and Commit Zone commits, then QK^T, a softmax on the host and
+SV for every decoding request, all on the device, every step checked
+(:mod:`patton.serving.chat`). ``--device rtl`` (the default) runs the four channels as
+Verilator simulations of the Amaranth RTL, driven by the cycle model's schedule and scored
+against the functional model; ``--device model`` runs the cycle and functional models only.
+
+Prints a row per step (progress on stderr with ``--json``), a summary, and writes
+``cycles.png`` (cycles per step by phase) and ``chat.json`` into ``--out``; ``--waves STEP``
+writes an FST waveform of channel 0 up to the end of step STEP.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+from patton.cli.options import integer
+from patton.serving import conversations as cv
+from patton.serving.chat import (
+    DEMO_CONVERSATIONS,
+    PHASES,
+    Chat,
+    ChatReport,
+    ChatSetup,
+    ChatStep,
+    Faults,
+)
+
+__all__ = ["add_parser", "run"]
+
+NATURAL = integer(0)
+
+_HEADER = (f"{'step':>4} {'reqs':>4} {'prefill':>7} {'decode':>6} {'hits':>5} {'kv':>4} "
+           f"{'commit':>6} {'evict':>5} {'writes':>7} {'commits':>7} {'qk':>7} {'sv':>7} "
+           f"{'checks':>6}")
+
+
+def _row(s: ChatStep) -> str:
+    verdict = "ok" if not s.failures else f"FAIL {len(s.failures)}"
+    c = s.cycles
+    return (f"{s.step:>4} {s.requests:>4} {s.prefill_tokens:>7} {s.decode_tokens:>6} "
+            f"{s.hit_tokens:>5} {s.kv_writes:>4} {s.commits:>6} {s.evictions:>5} "
+            f"{c['writes']:>7} {c['commits']:>7} {c['qk']:>7} {c['sv']:>7} {verdict:>6}")
+
+
+def add_parser(sub: Any) -> None:
+    """Add ``patton demo`` to the ``patton`` command's subparsers."""
+    demo = sub.add_parser(
+        "demo", help="a multi-turn chat served by PATTON on live RTL channels, every step "
+                     "checked", description=__doc__.split("\n\n")[0])
+    demo.add_argument("--device", choices=("rtl", "model"), default="rtl",
+                      help="rtl: four Verilator channels checked against the models "
+                           "(default); model: the cycle and functional models only")
+    demo.add_argument("--conversations", metavar="FILE.jsonl", default=str(DEMO_CONVERSATIONS),
+                      help="conversation file (default: the bundled eight-conversation chat)")
+    demo.add_argument("--steps", type=NATURAL, metavar="N",
+                      help="stop after N scheduler steps (default: serve every conversation)")
+    demo.add_argument("--seed", type=NATURAL, default=0,
+                      help="seed of the K/V/query generator (default 0)")
+    demo.add_argument("--waves", type=NATURAL, metavar="STEP",
+                      help="write an FST waveform of channel 0 from the start to the end of "
+                           "step STEP (rtl only; a second Verilator build the first time)")
+    demo.add_argument("--fault", choices=Faults.KINDS,
+                      help="inject one fault (at --fault-step) to see the checks catch it")
+    demo.add_argument("--fault-step", type=NATURAL, default=12, metavar="STEP",
+                      help="step of --fault (default 12)")
+    demo.add_argument("--out", metavar="DIR", default="build/demo",
+                      help="folder for cycles.png, chat.json and the waveform "
+                           "(default build/demo)")
+    demo.add_argument("--json", action="store_true",
+                      help="print the figures as one JSON object (the table goes to stderr)")
+    demo.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the demo; return 0 when every check of every step passed."""
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        return _error(args, f"--out {out}: exists and is not a folder")
+    if args.waves is not None and args.device != "rtl":
+        return _error(args, "--waves needs --device rtl")
+    try:
+        conversations = cv.read(args.conversations)
+    except cv.WorkloadError as e:
+        return _error(args, str(e), e.source, e.line)
+    except OSError as e:
+        return _error(args, f"{args.conversations}: {e.strerror or e}")
+    setup = ChatSetup(seed=args.seed)
+    table: TextIO = sys.stderr if args.json else sys.stdout
+    faults = Faults(args.fault, args.fault_step) if args.fault else None
+    started = time.perf_counter()
+    print(f"PATTON serving {len(conversations)} conversations ({args.conversations}) on "
+          f"{'RTL channels under Verilator' if args.device == 'rtl' else 'the device models'}"
+          f": Llama-3-8B, one KV head on 4 AiM channels, {setup.layers} layers, "
+          f"{setup.num_blocks - 1} engine blocks of {setup.block_size} tokens", file=table)
+    if args.device == "rtl":
+        try:
+            report = _on_rtl(conversations, setup, faults, args, table, out)
+        except _Failed as e:
+            return _error(args, str(e))
+    else:
+        from patton.sim.executor import CycleExecutor
+
+        chat = Chat(conversations, CycleExecutor(setup.config().device), setup,
+                    faults=faults, max_steps=args.steps)
+        report = _serve(chat, table)
+    wall = time.perf_counter() - started
+    figures = report.as_dict()
+    figures["wall_seconds"] = round(wall, 3)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "chat.json").write_text(json.dumps(figures, indent=1) + "\n")
+    png = _plot(report, out / "cycles.png")
+    if faults is not None:
+        figures["fault"] = faults.hit
+    _summary(report, figures, wall, table, out, png)
+    if args.json:
+        figures.pop("per_step")
+        json.dump(figures, sys.stdout)
+        sys.stdout.write("\n")
+    return 0 if not report.failures else 1
+
+
+def _on_rtl(conversations: list, setup: ChatSetup, faults: Faults | None,
+            args: argparse.Namespace, table: TextIO, out: Path) -> ChatReport:
+    from patton.tb.executor import RtlExecutor
+    from patton.tb.toolchain import quiet
+
+    device = setup.config().device
+    log = out / "build.log"
+    print(f"building the RTL channel (rows {setup.rows}): about a minute the first time, "
+          f"cached under build/ (log: {log})", file=table, flush=True)
+    t = time.perf_counter()
+    try:
+        with quiet(log):
+            ex = RtlExecutor(device, channels=range(4), rows=setup.rows, strict=False,
+                             name="demo")
+    except Exception as e:  # noqa: BLE001 - reported with the log, not as a traceback
+        raise _Failed(f"the RTL channel could not be built or started ({type(e).__name__}: "
+                      f"{e}); the build output is in {log}") from e
+    with ex:
+        print(f"4 channel simulations ready in {time.perf_counter() - t:.1f} s", file=table,
+              flush=True)
+        chat = Chat(conversations, ex, setup, faults=faults, max_steps=args.steps)
+        waves = _Waves(args.waves, setup, out, table) if args.waves is not None else None
+        if waves is not None:
+            chat.on_program = waves.program
+        try:
+            report = _serve(chat, table)
+        finally:
+            if waves is not None:
+                waves.close()
+    return report
+
+
+class _Failed(Exception):
+    """The RTL could not be run (the message says why and where the log is)."""
+
+
+class _Waves:
+    """Channel 0's schedule mirrored into a waveform session until the end of a step."""
+
+    def __init__(self, step: int, setup: ChatSetup, out: Path, table: TextIO) -> None:
+        from patton.hw.params import ChannelParams
+        from patton.tb.player import SchedulePlayer
+        from patton.tb.session import Session
+
+        from patton.tb.toolchain import quiet
+
+        print("building the waveform player (FST): cached under build/", file=table,
+              flush=True)
+        self.step = step
+        self.table = table
+        self.out = out
+        with quiet(out / "build.log"):
+            self.session = Session(SchedulePlayer(ChannelParams(rows=setup.rows),
+                                                  waves="fst"), "demo-waves")
+        self.first: int | None = None  # the waveform cycle where the step begins
+        self.closed = False
+
+    def program(self, step: int, phase: str, result: Any) -> None:
+        if self.closed or step > self.step:
+            return
+        cmds = [c for c in result.schedule if c.channel == 0]
+        if not cmds:
+            return
+        if step == self.step and self.first is None:
+            self.first = self.session.offset
+        self.session.run(cmds)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        end = self.session.cycles
+        self.session.close()
+        dump = self.session.work / "dump.fst"
+        if not dump.exists():
+            print(f"waveform: the simulator wrote no {dump}", file=self.table)
+            return
+        target = self.out / f"step{self.step}.fst"
+        self.out.mkdir(parents=True, exist_ok=True)
+        dump.replace(target)
+        if self.first is None:
+            print(f"waveform: {target} (step {self.step} was not reached or had no command "
+                  "on channel 0)", file=self.table)
+        else:
+            print(f"waveform: {target}: channel 0, step {self.step} spans cycles "
+                  f"{self.first}..{end} (clock period 2 ns)", file=self.table)
+
+
+def _serve(chat: Chat, table: TextIO) -> ChatReport:
+    print(_HEADER, file=table)
+    print(f"{'':>4} {'':>4} {'tokens':>7} {'tokens':>6} {'':>5} {'':>4} {'':>6} {'':>5} "
+          f"{'cycles by phase':^31}", file=table)
+
+    def show(s: ChatStep) -> None:
+        print(_row(s), file=table, flush=True)
+        for f in s.failures[:5]:
+            print(f"     {f}", file=table)
+
+    return chat.run(show)
+
+
+def _summary(report: ChatReport, f: dict[str, Any], wall: float, table: TextIO, out: Path,
+             png: Path | None) -> None:
+    by = f["cycles_by_phase"]
+    ok = not report.failures
+    print(file=table)
+    print(f"steps        {f['steps']} ({'every conversation served' if f['complete'] else 'stopped early'}"
+          f"), {f['requests']} requests, {f['finished']} finished", file=table)
+    print(f"tokens       {f['prefill_tokens']} prefill, {f['decode_tokens']} decode, "
+          f"{f['hit_tokens']} prefix-cache hits; {f['kv_writes']} KV writes, "
+          f"{f['commits']} commits, {f['evictions']} evictions, {f['preempted']} preemptions",
+          file=table)
+    print(f"cycles       {f['cycles']:,} (" + ", ".join(f"{p} {by[p]:,}" for p in PHASES)
+          + f") = {f['cycles'] * 0.5 / 1000:.1f} us of DRAM time", file=table)
+    print(f"checks       {f['placement_checked']:,} KV elements read back, "
+          f"{f['placement_mismatches']} misplaced; {f['mismatches']} attention/read "
+          f"mismatches; {f['violations']} timing violations; worst error "
+          f"{f['max_tolerance_ratio']:.2f} x the float64 tolerance", file=table)
+    if report.device == "rtl":
+        print(f"RTL          {f['channel_cycles']:,} cycles simulated by 4 channel simulators "
+              f"in {f['rtl_seconds']:.1f} s of waiting = {f['channel_cycles_per_second']:,} "
+              f"channel cycles/s ({f['rtl_cycles_per_second']:,} device cycles/s); "
+              f"{f['mat_words']:,} mat words equal the functional model's at the end",
+              file=table)
+    print(f"files        {out / 'chat.json'}" + (f", {png}" if png else ""), file=table)
+    print(f"verdict      {'PASS' if ok else 'FAIL'} ({len(report.failures)} failure(s)) in "
+          f"{wall:.1f} s", file=table)
+
+
+def _plot(report: ChatReport, path: Path) -> Path | None:
+    """Stacked bars of each step's cycles by phase."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = [s.step for s in report.steps]
+    fig, ax = plt.subplots(figsize=(10, 4), dpi=120)
+    bottom = [0] * len(steps)
+    for phase, colour in zip(PHASES, ("#4c72b0", "#dd8452", "#55a868", "#c44e52")):
+        values = [s.cycles[phase] for s in report.steps]
+        ax.bar(steps, values, bottom=bottom, width=1.0, label=phase, color=colour)
+        bottom = [b + v for b, v in zip(bottom, values)]
+    ax.set_xlabel("scheduler step")
+    ax.set_ylabel("DRAM cycles (0.5 ns)")
+    ax.set_title(f"PATTON on {'RTL' if report.device == 'rtl' else 'the models'}: cycles per "
+                 "step by phase")
+    ax.set_ylim(0, max(bottom, default=1) * 1.18)  # room for the legend
+    ax.set_xlim(-1, max(steps, default=0) + 1)
+    ax.legend(ncols=4, frameon=False, loc="upper center")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def _error(args: argparse.Namespace, message: str, file: str | None = None,
+           line: int | None = None) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    if args.json:
+        json.dump({"error": message, "file": file, "line": line}, sys.stdout)
+        sys.stdout.write("\n")
+    return 2

@@ -1,0 +1,95 @@
+"""The ``patton hw`` commands.
+
+``patton hw verilog [--rows N] [--out DIR]``
+    Write the channel Verilog and the DRAM mat macro into ``DIR`` (default ``build/verilog``).
+``patton hw prove [--only NAME ...] [--out DIR] [--json]``
+    Run the formal proofs (``docs/verification.md``) with SymbiYosys in ``DIR`` (default
+    ``build/formal``); exit 1 if any fails.
+
+:func:`add_parser` adds the ``hw`` command to the top-level parser's subcommands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from patton.cli.options import integer
+
+__all__ = ["add_parser"]
+
+#: Default output directory of ``patton hw verilog``.
+DEFAULT_OUT = "build/verilog"
+#: Default output directory of ``patton hw prove``.
+PROVE_OUT = "build/formal"
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add ``hw`` (with its ``verilog`` verb) to ``subparsers``; return the ``hw`` parser."""
+    hw = subparsers.add_parser("hw", help="the RTL channel")
+    verbs = hw.add_subparsers(dest="verb", required=True)
+    gen = verbs.add_parser("verilog", help="generate the channel Verilog and the mat macro")
+    gen.add_argument("--rows", type=_positive, default=None,
+                     help="rows per bank (default: the device's 16384)")
+    gen.add_argument("--out", default=DEFAULT_OUT, metavar="DIR",
+                     help=f"output directory (default {DEFAULT_OUT})")
+    gen.set_defaults(func=_verilog)
+    prove = verbs.add_parser("prove", help="run the formal proofs (SymbiYosys)")
+    prove.add_argument("--only", nargs="+", metavar="NAME", default=None,
+                       help="run only these proofs (default: all)")
+    prove.add_argument("--out", default=PROVE_OUT, metavar="DIR",
+                       help=f"output directory (default {PROVE_OUT})")
+    prove.add_argument("--json", action="store_true", help="print the results as JSON")
+    prove.set_defaults(func=_prove)
+    return hw
+
+
+_positive = integer(1)
+
+
+def _verilog(args: argparse.Namespace) -> int:
+    from patton.hw.generate import (
+        emit_verilog,  # Amaranth loads only when the command runs
+    )
+
+    try:
+        paths = emit_verilog(args.out, rows=args.rows)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    for path in paths:
+        print(path)
+    return 0
+
+
+def _prove(args: argparse.Namespace) -> int:
+    from patton.hw.formal.proofs import PROOFS, by_name  # Amaranth loads only here
+    from patton.hw.formal.sby import ToolError
+
+    try:
+        chosen = PROOFS if args.only is None else [by_name(n) for n in args.only]
+    except KeyError as error:
+        print(f"error: {error.args[0]}", file=sys.stderr)
+        return 2
+    results = []
+    for proof in chosen:
+        try:
+            outcome = proof.run(args.out)
+        except ToolError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        results.append({"name": proof.name, "mode": proof.mode, "depth": proof.depth,
+                        "status": outcome.status, "seconds": round(outcome.seconds, 1),
+                        "config": proof.config, "claim": proof.claim,
+                        "trace": str(outcome.trace) if outcome.trace else None,
+                        "failed": outcome.failed})
+        if not args.json:
+            print(f"{proof.name:24} {proof.mode:5} depth {proof.depth:<3} "
+                  f"{outcome.status:5} {outcome.seconds:6.1f} s"
+                  + (f"  trace {outcome.trace}" if outcome.trace else ""))
+    if args.json:
+        print(json.dumps({"proofs": results,
+                          "passed": sum(r["status"] == "PASS" for r in results),
+                          "total": len(results)}, indent=2))
+    return 0 if all(r["status"] == "PASS" for r in results) else 1

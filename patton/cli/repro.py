@@ -1,0 +1,297 @@
+"""``patton repro``: run the paper's evaluation and put it next to the paper's numbers.
+
+``patton repro fig7|fig8|fig9|micro|all [--quick] [--out DIR] [--workers N] [--json]
+[--ray ADDRESS] [--steps N] [--models M,M] [--frontend shared|per_channel]
+[--check|--no-check] [--progress|--no-progress] [--resume]``
+    Run the figure's configurations (each an independent task: local worker processes, or Ray
+    remote tasks with ``--ray``), then write ``repro.json`` (the figure records), ``repro.md``
+    (tables side by side with the paper) and the PNG plots into ``--out`` (default
+    ``repro-out/``). ``--json`` prints the records as one object keyed by figure and nothing
+    else on stdout. ``--quick``: 200 steps and two models, every program verified (the
+    pipeline check); the default is the paper's scale (> 10,000 steps per configuration, the
+    four models). ``--steps`` overrides the serving runs' steps, ``--check``/``--no-check``
+    whether Fig. 7/8's programs are verified, ``--frontend`` Fig. 7's cycle-model front end
+    (the paper's figure: ``shared``). Every finished task is kept in ``DIR/tasks/``
+    (:mod:`patton.eval.store`); ``--resume`` takes the ones the same code computed from there.
+
+Bad options and an unwritable ``--out`` are reported as ``error: ...`` on stderr with exit
+status 2 before anything runs; a task that fails ends the run with exit status 1 and its name
+(``docs/evaluation.md``). :func:`add_parser` registers the verb on the ``patton`` sub-parsers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from patton.eval.paper import MODELS as MODEL_NAMES
+from patton.eval.plan import FIGURES, FRONTENDS, FULL, QUICK, Scale, tasks
+from patton.eval.store import Store
+from patton.eval.tasks import Task
+
+from patton.cli.options import integer
+
+__all__ = ["DEFAULT_OUT", "DEFAULT_WORKERS", "add_parser", "repro", "reproduce"]
+
+#: Where the files go by default (relative to the working directory).
+DEFAULT_OUT = "repro-out"
+#: Local worker processes by default (this is a 2-core machine).
+DEFAULT_WORKERS = 2
+
+
+class UsageError(ValueError):
+    """Inconsistent options (reported with exit status 2)."""
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Register ``repro`` on the ``patton`` sub-parsers and return its parser."""
+    p = subparsers.add_parser("repro", help="reproduce the paper's Fig. 7, 8, 9 and "
+                                            "microbenchmarks",
+                              description="Run the paper's evaluation and write JSON, "
+                                          "markdown and PNGs side by side with the paper.")
+    p.add_argument("figure", choices=(*FIGURES, "all"),
+                   help="which figure to reproduce (all: every one)")
+    p.add_argument("--quick", action="store_true",
+                   help="100 steps, Llama-3-8B and OPT-6.7B, every configuration checked by a "
+                        "replayed side run (the pipeline check; default: the paper's scale)")
+    p.add_argument("--out", default=DEFAULT_OUT, metavar="DIR",
+                   help=f"folder for repro.json, repro.md and the PNGs (default "
+                        f"{DEFAULT_OUT}/)")
+    p.add_argument("--workers", type=integer(1, 256), default=DEFAULT_WORKERS, metavar="N",
+                   help=f"local worker processes (default {DEFAULT_WORKERS}; 1 runs the tasks "
+                        f"in this process)")
+    p.add_argument("--ray", metavar="ADDRESS",
+                   help="send the tasks to the Ray cluster at ADDRESS ('local': start one "
+                        "here; needs the ray extra)")
+    p.add_argument("--steps", type=integer(1), default=None, metavar="N",
+                   help="scheduler steps of every Fig. 7/8 cost run (default: 12,000; "
+                        "--quick: 100); Fig. 9 runs keep theirs (12,000; --quick: 2,000)")
+    p.add_argument("--models", default=None, metavar="M,M",
+                   help=f"the models of Fig. 7 and 8 (default: the paper's four; known: "
+                        f"{', '.join(MODEL_NAMES)})")
+    p.add_argument("--frontend", choices=FRONTENDS, default="shared",
+                   help="the cycle-model front end of Fig. 7's runs (default shared: the "
+                        "public simulator's one decoder; per_channel: one per channel; "
+                        "Fig. 8 always runs both)")
+    p.add_argument("--check", action=argparse.BooleanOptionalAction, default=None,
+                   help="verify every program of the Fig. 7/8 runs (run_cost's check; "
+                        "default: with --quick only)")
+    p.add_argument("--resume", action="store_true",
+                   help="take the results of tasks an earlier run of the same code left in "
+                        "DIR/tasks/ instead of running them again (every finished task is "
+                        "kept there)")
+    p.add_argument("--json", action="store_true",
+                   help="print the figure records as one JSON object keyed by figure")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="a progress bar per task on stderr (default: when stderr is a "
+                        "terminal)")
+    p.set_defaults(func=repro)
+    return p
+
+
+def _error(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+def check_out(out: Path) -> None:
+    """Raise UsageError unless ``out`` is (or can be made) a folder we can write into."""
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out}: exists and is not a folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out, prefix=".repro-", delete=True):
+            pass
+    except OSError as e:
+        raise UsageError(f"--out {out}: cannot write there: {e.strerror or e}") from None
+
+
+def figures_of(figure: str) -> tuple[str, ...]:
+    """The figures ``figure`` stands for (``all``: every one)."""
+    return FIGURES if figure == "all" else (figure,)
+
+
+def reproduce(figures: Sequence[str], scale: Scale, *, workers: int = DEFAULT_WORKERS,
+              ray: str | None = None, progress: bool = False, store: Store | None = None,
+              resume: bool = False) -> dict[str, Any]:
+    """Run the tasks of ``figures`` at ``scale``; return the records keyed by figure.
+
+    ``store`` keeps every finished task; with ``resume`` the tasks it holds from the same
+    code are taken from it (a line on stderr says how many).
+
+    Raises:
+        TaskError: a task failed (``RunCostUnavailable`` for Fig. 7/8 without run_cost;
+            ``StoreError`` for a stored file that cannot be read).
+    """
+    from patton.eval.figures import record
+    from patton.eval.runner import execute, unique
+
+    wanted = {f: tasks(f, scale) for f in figures}
+    todo = [t for f in figures for t in wanted[f]]
+    known: dict[Task, dict[str, Any]] = {}
+    if store is not None and resume:
+        distinct = unique(todo)
+        for t in distinct:
+            found = store.get(t)
+            if found is not None:
+                known[t] = found
+        print(f"resume: {len(known)} of {len(distinct)} task results taken from "
+              f"{store.folder}", file=sys.stderr)
+    results = execute(todo, workers=workers, ray=ray, progress=progress, store=store,
+                      known=known)
+    by_task = dict(zip(todo, results, strict=True))
+    out: dict[str, Any] = {}
+    for f in figures:
+        pairs = [(t, by_task[t]["result"]) for t in wanted[f]]
+        out[f] = record(f, pairs, scale.models, scale.fig8_models, scale.fig7_frontend)
+        out[f]["task_seconds"] = round(sum(by_task[t]["wall_seconds"] for t in wanted[f]), 2)
+        out[f]["tasks"] = len(wanted[f])
+    return out
+
+
+def write(records: dict[str, Any], out: Path, *, command: str, wall_seconds: float,
+          quick: bool) -> list[Path]:
+    """Write ``repro.json``, ``repro.md`` and the PNGs into ``out``; return the files."""
+    from patton.eval import plots
+    from patton.eval.report import markdown
+
+    files = [out / "repro.json", out / "repro.md"]
+    files[0].write_text(json.dumps(records, indent=1) + "\n", encoding="utf-8")
+    files[1].write_text(markdown(records, command=command, wall_seconds=wall_seconds,
+                                 quick=quick), encoding="utf-8")
+    return files + plots.write(records, out)
+
+
+def repro(args: argparse.Namespace) -> int:
+    """``patton repro``: run, write the files, print the records (``--json``) or a summary."""
+    from patton.eval.runner import RayUnavailable
+    from patton.eval.tasks import (
+        RUN_COST,
+        RunCostUnavailable,
+        TaskError,
+        run_cost_available,
+    )
+
+    out = Path(args.out)
+    try:
+        if args.ray is not None and not args.ray.strip():
+            raise UsageError("--ray needs an address (or 'local')")
+        if args.ray is not None and importlib.util.find_spec("ray") is None:
+            raise UsageError("--ray needs the ray package: pip install "
+                             "'patton-testbench[ray]' (or pip install ray)")
+        figures = figures_of(args.figure)
+        models: tuple[str, ...] = ()
+        if args.models is not None:
+            models = tuple(m.strip() for m in args.models.split(","))
+            bad = [m for m in models if m not in MODEL_NAMES]
+            if bad or not models:
+                raise UsageError(f"--models: unknown model(s) {', '.join(bad) or '(none)'}; "
+                                 f"known: {', '.join(MODEL_NAMES)}")
+        if {"fig7", "fig8"} & set(figures) and not run_cost_available():
+            raise UsageError(f"{' and '.join(f for f in figures if f in ('fig7', 'fig8'))} "
+                             f"need {RUN_COST} (the cost of a serving run), which is not "
+                             f"installed yet; fig9 and micro run without it")
+        check_out(out)
+    except UsageError as e:
+        return _error(str(e))
+    scale = QUICK if args.quick else FULL
+    if args.steps is not None:
+        scale = scale.with_(steps=args.steps)
+    if args.models is not None:
+        scale = scale.with_(models=models, fig8_models=models)
+    if args.check is not None:
+        scale = scale.with_(check=args.check)
+    scale = scale.with_(fig7_frontend=args.frontend)
+    show = args.progress if args.progress is not None else sys.stderr.isatty()
+    start = time.perf_counter()
+    try:
+        records = reproduce(figures, scale, workers=args.workers, ray=args.ray, progress=show,
+                            store=Store(out / "tasks"), resume=args.resume)
+    except (RayUnavailable, RunCostUnavailable) as e:
+        return _error(str(e))
+    except TaskError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    seconds = time.perf_counter() - start
+    command = "patton repro " + " ".join(_argv(args))
+    files = write(records, out, command=command, wall_seconds=seconds, quick=args.quick)
+    if args.json:
+        json.dump(records, sys.stdout)
+        sys.stdout.write("\n")
+        return 0
+    print(f"repro       {', '.join(figures)} in {seconds:.1f} s "
+          f"({'quick' if args.quick else 'full'}: {scale.steps:,} steps per cost run, "
+          f"{scale.fig9_steps:,} per Fig. 9 run)")
+    for f, rec in records.items():
+        print(f"{f:<11} {_summary(f, rec)}")
+    print("wrote       " + ", ".join(os.fspath(p) for p in files))
+    return 0
+
+
+def _argv(args: argparse.Namespace) -> list[str]:
+    out = [args.figure]
+    if args.quick:
+        out.append("--quick")
+    if args.steps is not None:
+        out += ["--steps", str(args.steps)]
+    if args.models is not None:
+        out += ["--models", args.models]
+    if args.check is not None:
+        out.append("--check" if args.check else "--no-check")
+    if args.frontend != "shared":
+        out += ["--frontend", args.frontend]
+    if args.workers != DEFAULT_WORKERS:
+        out += ["--workers", str(args.workers)]
+    if args.ray is not None:
+        out += ["--ray", args.ray]
+    if args.resume:
+        out.append("--resume")
+    return out
+
+
+def _summary(figure: str, rec: dict[str, Any]) -> str:
+    def x(v: Any) -> str:
+        return "n/a" if v is None else f"{v:.2f}x"
+
+    def pct(v: Any) -> str:
+        return "n/a" if v is None else f"{100 * v:.1f} %"
+
+    if figure == "fig7":
+        return (f"speedup {x(rec['speedup']['all'])} (paper 1.95x), energy "
+                f"{x(rec['energy_gain']['all'])} (paper 4.83x)")
+    def change(reduction: Any) -> str:  # a reduction of 0.13 is a change of -13.0 %
+        return "n/a" if reduction is None else f"{-100 * reduction:+.1f} %"
+
+    if figure == "fig8":
+        return "; ".join(f"{f}: latency {change(rec[f]['latency_reduction_vs_wo_cz'])}, "
+                         f"energy {change(rec[f]['energy_reduction_vs_wo_cz'])} vs wo-CZ "
+                         f"(paper -13.0 %, -12.4 %), V writes "
+                         f"{x(rec[f]['value_write_speedup_vs_wo_cz'])} (paper 5x)"
+                         for f in ("shared", "per_channel"))
+    if figure == "fig9":
+        return (f"normal {', '.join(f'{r} {pct(h)}' for r, h in rec['normal'].items())}; "
+                f"pressure {', '.join(f'{r} {pct(h)}' for r, h in rec['pressure'].items())} "
+                f"({rec['pressure_live_tokens']:,} live tokens)")
+    return (f"CZ activations {x(rec['cz_activation_reduction'])} (paper 12.6x), "
+            f"fragmentation {x(rec['fragmentation_latency'])} / "
+            f"{x(rec['fragmentation_energy'])} (paper 2.18x / 1.34x)")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``repro`` alone (``python -m patton.cli.repro repro ...``)."""
+    top = argparse.ArgumentParser(prog="patton")
+    add_parser(top.add_subparsers(dest="part", required=True))
+    args = top.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

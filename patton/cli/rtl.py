@@ -1,0 +1,737 @@
+"""The ``patton rtl`` commands: validate your own traces and schedules on the RTL channel.
+
+``patton rtl run TRACE [--rows N] [--seed S] [--waves FILE] [--readouts FILE] [--json] [-v]``
+    Read an instruction trace, give every write that carries no ``data=`` a seeded random
+    bfloat16 payload (``R/W MEM`` without ``col=``: column 0), run the cycle model, replay each
+    channel's schedule on the RTL channel under Verilator (identical schedules once) and score
+    it: every read bit-exact with the functional model, no violation flagged by the RTL or the
+    model. Exit 1 on a mismatch or an unexpected violation. ``--waves`` copies the replay's
+    waveform to ``FILE``: VCD for a ``.vcd`` name, FST for ``.fst`` (``patton.tb.fst`` finds the
+    LZ4 and zlib libraries it links). ``--readouts`` writes the RTL's read values (JSON or NPY,
+    ``patton.sim.readouts``).
+``patton rtl check SCHEDULE [--rows N] [--json] [-v] [--timing PROFILE]``
+    Replay a timed schedule (``cycle channel command [bank row col] [data=...] [mask=...]
+    [cfr=...] [src=N]``, ``patton.sim.schedule``) on the RTL with the payloads, lane masks
+    and CFRs it carries (zeros, all lanes and reset CFRs where it carries none) and compare
+    the violations the RTL's checker flags with the model's (``patton aim check``). When
+    every write carries ``data=`` (``patton aim run --schedule`` of a trace with payloads),
+    every read and the final mats are also scored against the functional model's replay of
+    the schedule, as ``rtl run`` does. Exit 0 only when both find the schedule legal (and no
+    value differs).
+
+Commands this RTL version refuses by design (``patton.hw.isa.REJECTED``: EWMUL16, AF16,
+RDAF16, ...) are replayed, must be flagged ``REJECTED`` by the RTL, and are reported as expected
+rejections rather than violations; the RTL neither executes nor times them, so they are left
+out of the model's side of the comparison. Commands on the activation-function LUT rows
+(``2**29 + AFM``: the ACT16 and AF16 of an AF) cannot be expressed on the RTL's 16-bit row
+field and are reported as not replayed. Same-cycle commands on one channel (``rtl check``) are
+bus conflicts: the model reports them and the RTL replays the first command of each cycle (file
+order). Rows beyond ``--rows``, unreadable files and malformed lines exit 2 with
+``file:line: reason``.
+
+Without ``--rows`` the row count is chosen from the schedule (:func:`choose_rows`). Both print
+the model's or the schedule's cycles next to the RTL's, which run :data:`~patton.tb.player.DRAIN`
+cycles past the last command. Idle gaps longer than every timing window are skipped in the
+replay, exactly (:func:`patton.tb.player.skip_idle`). A build that is not cached says so on
+stderr; make, Verilator and cocotb write to a log under ``build/runs/`` (``-v``: to stderr),
+named when the build or a replay fails (exit 2).
+
+:func:`add_parser` registers the ``rtl`` group on the ``patton`` command's sub-parsers. The
+Verilator build is made once per process, row count and timing profile (and cached on disk under
+``build/``). ``--timing`` (default ``aimsim-0f28a07``) sets the profile of the cycle model, of
+the RTL's timing checker (generated from it) and of the ``verify`` it is compared with; the JSON
+output names it (``"timing"``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from patton.sim import check
+from patton.sim import schedule as schedule_format
+from patton.sim import trace as trace_format
+from patton.sim.cycle_model import CycleModel
+from patton.sim.device import AF_ROW_BASE, DEVICE
+from patton.sim.isa import Instruction
+from patton.sim.program import Readout
+from patton.sim.schedule import WRITES
+from patton.sim.timing import DEFAULT_PROFILE
+from patton.tb.prepare import DEFAULT_ROWS, RowsError, fill_payloads, suggest_rows
+from patton.tb.prepare import check_schedule_rows as _check_schedule_rows
+from patton.tb.prepare import check_trace_rows as _check_trace_rows
+from patton.tb.replays import Replay
+from patton.tb.replays import channels_text as _channels_text
+from patton.tb.replays import clear_dumps as _clear_dumps
+from patton.tb.replays import copy_dumps as _copy_dumps
+from patton.tb.replays import rejected as _rejected
+from patton.tb.replays import rejection_note as _rejection_note
+from patton.tb.replays import replay_all as _replay_all
+from patton.tb.replays import rtl_objects as _rtl_objects
+from patton.tb.replays import rtl_text as _rtl_text
+from patton.tb.replays import stdout_to_stderr as _stdout_to_stderr
+
+from patton.sim import readouts as readouts_format
+from patton.cli.options import integer
+
+if TYPE_CHECKING:
+    from patton.tb.player import SchedulePlayer
+
+__all__ = ["add_parser", "player", "choose_rows", "rtl_readouts", "fill_payloads", "RowsError",
+           "Replay"]
+
+#: Violation lines printed per channel group in the human summary.
+_SHOW = 10
+
+_PLAYERS: dict[tuple[int, str | None, str], SchedulePlayer] = {}
+
+
+# -- shared helpers -------------------------------------------------------------------------
+
+
+def _wave_format(path: str) -> str:
+    """Return the waveform format a file name asks for (its suffix, lower case, no dot)."""
+    return Path(path).suffix.lower().lstrip(".")
+
+
+def player(rows: int = DEFAULT_ROWS, waves: str | None = None,
+           timing: str = DEFAULT_PROFILE) -> SchedulePlayer:
+    """Return this process's schedule player for ``rows`` rows per bank whose timing checker
+    is built for profile ``timing`` (built once per process)."""
+    key = (rows, waves, timing)
+    if key not in _PLAYERS:
+        from patton.hw.params import ChannelParams
+        from patton.tb.player import SchedulePlayer
+
+        with _stdout_to_stderr():
+            _PLAYERS[key] = SchedulePlayer(ChannelParams(rows=rows), waves=waves, timing=timing)
+    return _PLAYERS[key]
+
+
+class _Output:
+    """Where make, Verilator, cocotb and the simulator write: the terminal (``-v``) or a log.
+
+    Without ``-v`` their output goes to ``build/runs/rtl-<verb>-<pid>.log`` (started afresh by
+    each command); its path is printed when something fails.
+    """
+
+    def __init__(self, verb: str, verbose: bool) -> None:
+        from patton.tb.toolchain import BUILD_ROOT
+
+        self.verbose = verbose
+        self.log = BUILD_ROOT / "runs" / f"rtl-{verb}-{os.getpid()}.log"
+        if not verbose:
+            self.log.parent.mkdir(parents=True, exist_ok=True)
+            self.log.write_bytes(b"")
+
+    def __call__(self) -> contextlib.AbstractContextManager:
+        if self.verbose:
+            return _stdout_to_stderr()
+        from patton.tb.toolchain import quiet
+
+        return quiet(self.log)
+
+    def where(self) -> str:
+        return "the output above" if self.verbose else f"log: {self.log}"
+
+
+def _player(rows: int, waves: str | None, timing: str, out: _Output) -> SchedulePlayer:
+    """:func:`player`, saying when it builds, with the build's output sent to ``out``."""
+    from patton.hw.params import ChannelParams
+    from patton.tb.player import SchedulePlayer
+
+    if (rows, waves, timing) not in _PLAYERS and not SchedulePlayer.cached(
+            ChannelParams(rows=rows), waves=waves, timing=timing):
+        log = "" if out.verbose else f" (log: {out.log})"
+        if rows in SchedulePlayer.built_rows(waves=waves):
+            print(f"building the RTL channel (rows {rows}): the sources changed since its "
+                  f"last build, regenerating its Verilog (seconds; a minute if the Verilog "
+                  f"differs), cached under build/{log}", file=sys.stderr, flush=True)
+        else:
+            print(f"building the RTL channel (rows {rows}): about a minute, cached under "
+                  f"build/{log}", file=sys.stderr, flush=True)
+    with out():
+        return player(rows, waves, timing)
+
+
+class _ToolFailure(Exception):
+    """The RTL build or a simulation failed; the message names the log."""
+
+
+def _reported(checked: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """The verb ``checked``, a build or simulator failure in it reported as an error (exit 2,
+    JSON with ``--json``)."""
+    def verb(args: argparse.Namespace) -> int:
+        try:
+            return checked(args)
+        except _ToolFailure as failure:
+            return _error(str(failure), args.json)
+
+    return verb
+
+
+def _tool(what: str, out: _Output, call):
+    """Run ``call()``; turn a build or simulator failure into a :class:`_ToolFailure`."""
+    try:
+        return call()
+    except (RowsError, KeyboardInterrupt):
+        raise
+    except Exception as error:
+        raise _ToolFailure(f"{what} failed ({type(error).__name__}: {error}); "
+                           f"{out.where()}") from error
+
+
+def choose_rows(row: int, waves: str | None = None, timing: str = DEFAULT_PROFILE) -> int:
+    """The ``--rows`` of a schedule whose highest row is ``row`` when none is given.
+
+    The smallest power of two that holds the row (at least ``DEFAULT_ROWS``), unless a larger
+    simulator is built under ``build/`` (``SchedulePlayer.built_rows``): then the smallest such
+    that is today's build for ``timing`` (``SchedulePlayer.cached``), or, for the default
+    profile, the smallest such at all (it costs no Verilator build when only its Verilog needs
+    regenerating after a source change). A larger build replays the schedule exactly as a
+    smaller one would: the rows it adds are never touched.
+    """
+    from patton.hw.params import ChannelParams
+    from patton.tb.player import SchedulePlayer
+
+    needed = suggest_rows(row) if row >= 0 else DEFAULT_ROWS
+    larger = [r for r in SchedulePlayer.built_rows(waves=waves) if r >= needed]
+    for rows in larger:
+        if (rows, waves, timing) in _PLAYERS or SchedulePlayer.cached(
+                ChannelParams(rows=rows), waves=waves, timing=timing):
+            return rows
+    if larger and timing == DEFAULT_PROFILE:
+        return larger[0]
+    return needed
+
+
+def _highest_row(rows: Iterable[int]) -> int:
+    """The highest row of the RTL's row range in ``rows`` (-1 if none; AF LUT rows excluded)."""
+    return max((r for r in rows if r < AF_ROW_BASE), default=-1)
+
+
+def _note(out: _Output, quiet: int):
+    """A progress line on stderr before each long replay."""
+    from patton.tb.player import idle_skipped
+
+    def note(group: list[list], i: int, n: int) -> None:
+        cmds = group[0]
+        skipped = idle_skipped(cmds, quiet)
+        if len(cmds) < _LONG and not skipped:
+            return
+        span = cmds[-1].cycle if cmds else 0
+        print(f"replaying  {_channels_text([g[0].channel for g in group])} ({i + 1}/{n}): "
+              f"{len(cmds):,} commands over {span:,} cycles"
+              + (f", {skipped:,} idle cycles skipped" if skipped else ""),
+              file=sys.stderr, flush=True)
+
+    return note
+
+
+#: Commands from which a replay gets a progress line.
+_LONG = 100_000
+
+
+def _emit(report: dict) -> None:
+    json.dump(report, sys.stdout)
+    sys.stdout.write("\n")
+
+
+def _error(message: str, json_out: bool = False) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    if json_out:
+        _emit({"error": message, "file": None, "line": None})
+    return 2
+
+
+def _cycles_lines(model_label: str, model_cycles: int, rtl_cycles: int,
+                  last_command: int) -> list[str]:
+    """The labelled cycle counts of a replay and why the RTL's is larger."""
+    from patton.tb.player import DRAIN, DRAIN_MARGIN
+
+    return [f"cycles     {model_label} {model_cycles:,}, RTL {rtl_cycles:,}",
+            (f"           (the RTL count runs {DRAIN} cycles past the schedule's last command, "
+             f"at cycle {last_command:,}: the drain of the last read's latency, up to "
+             f"{DRAIN - DRAIN_MARGIN}, plus {DRAIN_MARGIN})")]
+
+
+# -- patton rtl run --------------------------------------------------------------------------
+
+
+def _run_checked(args: argparse.Namespace) -> int:
+    started = time.perf_counter()
+    program = list(trace_format.read(args.trace))
+    waves = _wave_format(args.waves) if args.waves is not None else None
+    if waves is not None and waves not in ("vcd", "fst"):
+        return _error(f"--waves {args.waves}: name a .vcd or .fst file", args.json)
+    if args.readouts is not None:
+        readouts_format.check(args.readouts)
+    rows = args.rows
+    try:
+        if rows is not None:
+            _check_trace_rows(program, rows, str(args.trace))
+    except RowsError as error:
+        return _error(str(error), args.json)
+    filled = fill_payloads(program, args.seed)
+    model = CycleModel(timing=args.timing, record=True).run(program)
+    assert model.schedule is not None
+    if rows is None:
+        rows = choose_rows(_highest_row(c.row for c in model.schedule), waves, args.timing)
+    try:
+        _check_schedule_rows(model.schedule, rows, str(args.trace))
+    except RowsError as error:
+        return _error(str(error), args.json)
+    out = _Output("run", args.verbose)
+    play = _tool("building the RTL channel", out, lambda: _player(rows, waves, args.timing, out))
+    prefix = "rtl-run"
+    if waves:
+        _clear_dumps(model.schedule, prefix)
+    replays = _tool("the RTL replay", out, lambda: _replay_all(
+        play, model.schedule, prefix, values=True, around=out,
+        note=_note(out, play.timing.quiet)))
+    dumps: list[str] = []
+    if waves:
+        try:
+            dumps = _copy_dumps(replays, prefix, Path(args.waves))
+        except RuntimeError as error:
+            return _error(str(error), args.json)
+    values = None
+    if args.readouts is not None:
+        values = rtl_readouts(replays, program)
+        readouts_format.write(args.readouts, values, str(args.trace), "rtl")
+    seconds = time.perf_counter() - started
+
+    def total(attr: str) -> int:
+        return sum(getattr(r.verdict, attr) * len(r.channels) for r in replays)
+
+    unflagged = sum(len(r.unflagged) * len(r.channels) for r in replays)
+    rejections = sum(sum(r.rejected.values()) * len(r.channels) for r in replays)
+    violations, model_violations = total("rtl_violations"), total("model_violations")
+    mismatches = total("mismatches") + total("mat_mismatches")
+    agree = all(r.verdict.agree for r in replays)
+    ok = not (mismatches or violations or model_violations or unflagged) and agree
+    from patton.tb.player import DRAIN, idle_skipped
+
+    last = max((c.cycle for c in model.schedule), default=0)
+    report = {
+        "trace": str(args.trace), "timing": args.timing, "rows": rows,
+        "rows_chosen": args.rows is None, "seed": args.seed,
+        "payloads_filled": filled,
+        "cycles": max((r.result.cycles for r in replays), default=0),
+        "rtl_cycles": max((r.result.cycles for r in replays), default=0),
+        "model_cycles": model.cycles,
+        "last_command_cycle": last,
+        "drain_cycles": DRAIN,
+        "idle_cycles_skipped": max((idle_skipped(r.schedule, play.timing.quiet)
+                                    for r in replays), default=0),
+        "commands": model.commands,
+        "replays": len(replays),
+        "replayed_commands": sum(r.replayed for r in replays),
+        "reads": total("reads"),
+        "mismatches": mismatches,
+        "read_mismatches": total("mismatches"),
+        "mat_words": total("mat_words"),
+        "mat_mismatches": total("mat_mismatches"),
+        "violations": violations,
+        "model_violations": model_violations,
+        "rtl_list": _rtl_list(replays),
+        "rejections": rejections,
+        "rejected": _rejected(replays),
+        "rejections_not_flagged": unflagged,
+        "agree": agree,
+        "ok": ok,
+        "channels": {str(ch): r.summary() for r in replays for ch in r.channels},
+        "waves": dumps,
+        "build_seconds": round(play.build_seconds, 3),
+        "rtl_seconds": round(sum(r.result.seconds for r in replays), 3),
+        "wall_seconds": round(seconds, 3),
+    }
+    if values is not None:
+        report["readouts"] = {"file": str(args.readouts), "count": len(values)}
+    if args.json:
+        _emit(report)
+        return 0 if ok else 1
+    print(f"trace      {args.trace} ({filled} payload(s) filled, seed {args.seed})")
+    print(f"model      {model.cycles} cycles, {model.commands} commands on "
+          f"{len(model.command_counts)} channel(s), timing {args.timing}")
+    print(f"rtl        {len(replays)} distinct schedule(s) replayed, "
+          f"{report['replayed_commands']} commands, {report['rtl_seconds']:.2f} s "
+          f"(--rows {rows}{', chosen from the trace' if args.rows is None else ''})")
+    for r in replays:
+        v = r.verdict
+        print(f"  {_channels_text(r.channels):<12} {r.commands} commands, {v.reads} reads, "
+              f"{v.mat_words} mat words, {v.mismatches + v.mat_mismatches} mismatch(es), "
+              f"{v.rtl_violations} RTL / {v.model_violations} "
+              f"model violation(s){'' if v.agree else ', checkers DISAGREE'}")
+        for x in r.result.violations[:_SHOW]:
+            print(f"    rtl    {_rtl_text(x, r.timing)}")
+    for line in _cycles_lines("model", model.cycles, report["rtl_cycles"], last):
+        print(line)
+    print(f"reads      {report['reads']} compared, {report['read_mismatches']} mismatch(es)")
+    print(f"mats       {report['mat_words']} non-zero words compared, "
+          f"{report['mat_mismatches']} mismatch(es)")
+    print(f"violations {violations} (RTL), {model_violations} (model)")
+    for line in _rejection_note(replays):
+        print(line)
+    for path in dumps:
+        print(f"waves      {path}")
+    if values is not None:
+        print(f"readouts   {len(values)} written to {args.readouts}")
+    print(f"result     {'OK' if ok else 'FAIL'} in {seconds:.1f} s")
+    return 0 if ok else 1
+
+
+def _rtl_list(replays: Sequence[Replay]) -> list[dict]:
+    """Every RTL violation on every channel, as JSON objects (``rtl_objects``), by cycle."""
+    out = [obj for r in replays for ch in r.channels for x in r.result.violations
+           for obj in _rtl_objects(x, ch, r.timing)]
+    out.sort(key=lambda o: (o["cycle"], o["channel"]))
+    return out
+
+
+def rtl_readouts(replays: Sequence[Replay], program: Sequence[Instruction]) -> list[Readout]:
+    """The RTL's read-outs of a replayed trace, as :class:`~patton.sim.program.Readout`\\s in
+    their canonical order (by instruction, then column, then channel in send order).
+
+    Each returned read is matched with the command that read it (its cycle minus the read's
+    latency) and that command with its instruction (``src=``).
+    """
+    found: list[tuple[tuple[int, int, int], Readout]] = []
+    for r in replays:
+        by_cycle = {c.cycle: c for c in r.schedule}
+        for read in r.result.reads:
+            cmd = by_cycle.get(read.issued)
+            if cmd is None or cmd.source < 0:
+                continue
+            ins = program[cmd.source]
+            order = {ch: i for i, ch in enumerate(ins.channels())}
+            for ch in r.channels:
+                found.append(((cmd.source, cmd.col, order.get(ch, ch)),
+                              Readout(ch, ins.opcode, read.data.copy(), cmd.source)))
+    found.sort(key=lambda item: item[0])
+    return [readout for _, readout in found]
+
+
+# -- patton rtl check ------------------------------------------------------------------------
+
+
+def _check_checked(args: argparse.Namespace) -> int:
+    started = time.perf_counter()
+    commands = schedule_format.read(args.schedule)
+    rows = args.rows if args.rows is not None else choose_rows(
+        _highest_row(c.row for c in commands), timing=args.timing)
+    try:
+        _check_schedule_rows(commands, rows, str(args.schedule))
+    except RowsError as error:
+        return _error(str(error), args.json)
+    found = check.verify(commands, timing=args.timing)
+    bus = [v for v in found if v.kind == "bus"]
+    flagged = {(v.channel, v.cycle) for v in found if v.kind != "bus"}
+    model_violations = len(flagged) + len(bus)
+    # The RTL's port takes one command per cycle: keep the first of each (channel, cycle).
+    seen: set[tuple[int, int]] = set()
+    replayable = []
+    for cmd in sorted(commands, key=lambda c: c.cycle):
+        if (cmd.channel, cmd.cycle) not in seen:
+            seen.add((cmd.channel, cmd.cycle))
+            replayable.append(cmd)
+    # Values can be scored only with every write's data (the functional model needs it).
+    values = all(c.payload is not None for c in commands if c.command in WRITES)
+    out = _Output("check", args.verbose)
+    play = _tool("building the RTL channel", out, lambda: _player(rows, None, args.timing, out))
+    replays = _tool("the RTL replay", out, lambda: _replay_all(
+        play, replayable, "rtl-check", values=values, around=out,
+        note=_note(out, play.timing.quiet)))
+    seconds = time.perf_counter() - started
+    rtl_violations = sum(r.verdict.rtl_violations * len(r.channels) for r in replays)
+    unflagged = sum(len(r.unflagged) * len(r.channels) for r in replays)
+    agree = all(r.verdict.agree for r in replays)
+    reads = sum(r.verdict.reads * len(r.channels) for r in replays)
+    read_mismatches = sum(r.verdict.mismatches * len(r.channels) for r in replays)
+    mat_mismatches = sum(r.verdict.mat_mismatches * len(r.channels) for r in replays)
+    mismatches = read_mismatches + mat_mismatches
+    ok = not (rtl_violations or model_violations or unflagged or mismatches)
+    from patton.tb.player import DRAIN, idle_skipped
+
+    last = max((c.cycle for c in commands), default=0)
+    report = {
+        "schedule": str(args.schedule), "timing": args.timing, "rows": rows,
+        "rows_chosen": args.rows is None,
+        "commands": len(commands),
+        "bus_conflicts": len(bus),
+        "values": values,
+        "reads": reads,
+        "mismatches": mismatches,
+        "read_mismatches": read_mismatches,
+        "mat_mismatches": mat_mismatches,
+        "replays": len(replays),
+        "replayed_commands": sum(r.replayed for r in replays),
+        "cycles": max((r.result.cycles for r in replays), default=0),
+        "rtl_cycles": max((r.result.cycles for r in replays), default=0),
+        "schedule_cycles": last + 1,
+        "last_command_cycle": last,
+        "drain_cycles": DRAIN,
+        "idle_cycles_skipped": max((idle_skipped(r.schedule, play.timing.quiet)
+                                    for r in replays), default=0),
+        "rtl_violations": rtl_violations,
+        "rtl_list": _rtl_list(replays),
+        "model_violations": model_violations,
+        "model_violations_replayed": sum(r.verdict.model_violations * len(r.channels)
+                                         for r in replays),
+        "agree": agree,
+        "rejections": sum(sum(r.rejected.values()) * len(r.channels) for r in replays),
+        "rejected": _rejected(replays),
+        "rejections_not_flagged": unflagged,
+        "ok": ok,
+        "channels": {str(ch): r.summary() for r in replays for ch in r.channels},
+        "model_list": [str(v) for v in found],
+        "wall_seconds": round(seconds, 3),
+    }
+    if args.json:
+        _emit(report)
+        return 0 if ok else 1
+    print(f"schedule   {args.schedule}: {len(commands)} commands, "
+          f"{len(replays)} distinct channel schedule(s) replayed (--rows {rows}"
+          f"{', chosen from the schedule' if args.rows is None else ''})")
+    print(f"model      {model_violations} violation(s), timing {args.timing}"
+          + (f", {len(bus)} bus conflict(s) (not replayed)" if bus else ""))
+    for v in found[:_SHOW]:
+        print(f"  {v.located(args.schedule)}")
+    print(f"rtl        {rtl_violations} violation(s)")
+    for r in replays:
+        for x in r.result.violations[:_SHOW]:
+            print(f"  {_channels_text(r.channels)}: {_rtl_text(x, r.timing)}")
+    for line in _cycles_lines("schedule", last + 1, report["rtl_cycles"], last):
+        print(line)
+    if report["idle_cycles_skipped"]:
+        print(f"           ({report['idle_cycles_skipped']:,} idle cycles were skipped in the "
+              "replay: no timing window reaches across them)")
+    if values:
+        print(f"values     {reads} reads compared, {read_mismatches} mismatch(es); "
+              f"{mat_mismatches} mat word(s) differ")
+    else:
+        print("values     not scored (some writes carry no data=)")
+    if bus:
+        print(f"           (the RTL replayed the schedule without the {len(bus)} second "
+              "command(s) of a cycle; the model finds "
+              f"{report['model_violations_replayed']} violation(s) in what it replayed)")
+    print(f"verdicts   {'agree' if agree else 'DISAGREE'} on the replayed commands")
+    for r in replays:
+        if not r.verdict.agree:
+            v = r.verdict
+            print(f"  {_channels_text(r.channels)}: model only "
+                  f"{sorted(v.model_timing - v.rtl_timing)} "
+                  f"{sorted(v.model_protocol - v.rtl_protocol)}, RTL only "
+                  f"{sorted(v.rtl_timing - v.model_timing)} "
+                  f"{sorted(v.rtl_protocol - v.model_protocol)}")
+    for line in _rejection_note(replays):
+        print(line)
+    print(f"result     {'legal' if ok else 'NOT legal'} ({seconds:.1f} s)")
+    return 0 if ok else 1
+
+
+# -- parser ----------------------------------------------------------------------------------
+
+_RUN_HELP = (
+    "Run a trace on the cycle model, replay each distinct channel schedule on the RTL channel "
+    "under Verilator and score it against the functional model and the schedule checker. "
+    "Writes without data= get seeded random bfloat16 payloads. EWMUL16, AF16 and RDAF16 are "
+    "refused by this RTL version by design and reported as expected rejections. Exit 1 on a "
+    "mismatch or an unexpected violation, 2 on a bad trace or a row beyond --rows.")
+_COVERAGE_HELP = (
+    "Drive the RTL channel with constrained-random command schedules (legal by construction "
+    "from the models' rules, then mutated at chosen rules and operands, aimed at the bins not "
+    "yet hit) and sample functional coverage on every command: each timing rule at its "
+    "boundary and one cycle short, each command in each bank state and register mode, each "
+    "protocol error, CFR BROADCAST x MAC/MAC16, RD and RDMAC16 returning together. Every "
+    "flag, read and mat word is scored against the models. Exit 0 when every reachable bin "
+    "was hit and the RTL agreed throughout, 1 otherwise.")
+_CHECK_HELP = (
+    "Replay a timed schedule ('cycle channel command [bank row col] [data=...] [mask=...] "
+    "[cfr=...] [src=N]', any channels) on the RTL channel with the payloads and CFRs it "
+    "carries and compare the violations its checker flags with the model's (patton aim "
+    "check); when every write carries data=, reads and mats are scored against the "
+    "functional model too. Same-cycle commands are bus conflicts: the RTL replays the first "
+    "of each cycle. Exit 0 only when both find the schedule legal, 2 on a bad line.")
+
+
+# -- patton rtl coverage ---------------------------------------------------------------------
+
+
+def _coverage_player(timing: str, out: _Output) -> SchedulePlayer:
+    """The 64-row channel built with Verilator line and toggle coverage (saying when it
+    builds), the build's output sent to ``out``."""
+    from patton.hw.params import ChannelParams
+    from patton.tb.player import SchedulePlayer
+
+    params = ChannelParams(rows=DEFAULT_ROWS)
+    if not SchedulePlayer.cached(params, timing=timing, coverage=True):
+        log = "" if out.verbose else f" (log: {out.log})"
+        print(f"building the RTL channel with line and toggle coverage (rows {DEFAULT_ROWS}): "
+              f"about two minutes, cached under build/{log}", file=sys.stderr, flush=True)
+    with out():
+        return SchedulePlayer(params, timing=timing, coverage=True)
+
+
+def _coverage_checked(args: argparse.Namespace) -> int:
+    from patton.tb import coverage_report
+    from patton.tb.closure import close
+    from patton.tb.session import Session
+    from patton.tb.stimulus import Mix
+    from patton.tb.toolchain import BUILD_ROOT
+    from tqdm import tqdm
+
+    if args.budget < args.commands:
+        return _error(f"--budget {args.budget} is below --commands {args.commands}", args.json)
+    folder = Path(args.out) if args.out is not None else BUILD_ROOT / "coverage"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / ".write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as error:
+        return _error(f"--out {folder}: cannot write there ({error.strerror})", args.json)
+    out = _Output("coverage", args.verbose)
+    if args.code:
+        play = _tool("building the RTL channel with coverage", out,
+                     lambda: _coverage_player(args.timing, out))
+    else:
+        play = _tool("building the RTL channel", out,
+                     lambda: _player(DEFAULT_ROWS, None, args.timing, out))
+    stream = os.fdopen(os.dup(2), "w")  # the progress bar, past the simulator's redirection
+    bar = tqdm(total=None, unit=" bins", file=stream, disable=args.json or None,
+               desc="coverage", leave=False)
+
+    def progress(monitor) -> None:  # noqa: ANN001 - CoverageMonitor
+        figures = monitor.figures()
+        bar.total = figures["bins_total"] - figures["bins_unreachable"]
+        bar.n = figures["bins_hit"]
+        bar.set_postfix_str(f"{figures['commands']:,} commands", refresh=True)
+
+    counts: list[Path] = []
+
+    def run():
+        with out(), Session(play, "rtl-coverage") as session:
+            if session.coverage_path is not None:
+                counts.append(session.coverage_path)
+            return close(session, seed=args.seed, least=args.commands, budget=args.budget,
+                         timing=play.timing, mix=Mix(targeted=args.targeted),
+                         progress=progress)
+
+    try:
+        result = _tool("the coverage run", out, run)
+    finally:
+        bar.close()
+        stream.close()
+    figures = coverage_report.figures(result)
+    code_line = ""
+    if counts:
+        from patton.tb import code_coverage
+
+        kept = folder / "coverage.dat"
+        try:
+            counts[0].replace(kept)
+            points = code_coverage.read(kept)
+        except (OSError, ValueError) as error:
+            return _error(f"the coverage build's counts ({counts[0]}): {error}; "
+                          f"{out.where()}", args.json)
+        (folder / "code-coverage.md").write_text(coverage_report.code_markdown(points))
+        (folder / "coverage.info").write_text(code_coverage.lcov(points))
+        figures["code"] = coverage_report.code_figures(points)
+        code_line = coverage_report.code_summary(points)
+    (folder / "coverage.md").write_text(coverage_report.markdown(result))
+    (folder / "coverage.json").write_text(json.dumps(figures, indent=1) + "\n")
+    result.monitor.export(str(folder / "coverage.xml"))
+    if args.json:
+        _emit({**figures, "out": str(folder), "timing": args.timing})
+    else:
+        for line in coverage_report.summary(result) + ([code_line] if code_line else []):
+            print(line)
+        for group, bins in result.monitor.holes().items():
+            print(f"hole       {group}: {', '.join(bins)}")
+        for found in result.scoreboard.found[:_SHOW]:
+            print(f"mismatch   {found}")
+        extra = ", code-coverage.md, coverage.info, coverage.dat" if code_line else ""
+        print(f"report     {folder / 'coverage.md'} (and coverage.json, coverage.xml{extra})")
+    return 0 if result.ok else 1
+
+
+#: ``--rows``: rows per bank of the RTL build, 1 .. the device's rows.
+_rows = integer(1, DEVICE.rows)
+
+
+def _common(verb: argparse.ArgumentParser) -> None:
+    """The options every ``rtl`` verb has: ``--json``, ``-v``, ``--timing``."""
+    from patton.cli.options import add_timing_option
+
+    verb.add_argument("--json", action="store_true", help="print one JSON object")
+    verb.add_argument("-v", "--verbose", action="store_true",
+                      help="show the make/Verilator/cocotb output (default: into a log file "
+                           "under build/runs/, named on failure)")
+    add_timing_option(verb)
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Register ``rtl`` (``run``, ``check``, ``coverage``) on ``subparsers``; return its
+    parser."""
+    from patton.tb.stimulus import Mix
+
+    from patton.cli.options import SEED, fraction
+
+    rtl = subparsers.add_parser("rtl", help="the RTL channel under Verilator",
+                                description="Replay traces and schedules on the RTL channel.")
+    verbs = rtl.add_subparsers(dest="verb", required=True)
+    run = verbs.add_parser("run", help="run a trace on the RTL and score it against the models",
+                           description=_RUN_HELP)
+    run.add_argument("trace", help="instruction trace (public AiM format or ours)")
+    run.add_argument("--rows", type=_rows, default=None,
+                     help="rows per bank of the RTL build (default: chosen from the schedule: "
+                          "its highest row rounded up to a power of two, at least "
+                          f"{DEFAULT_ROWS}, or a larger build already cached under build/)")
+    run.add_argument("--seed", type=SEED, default=0,
+                     help="seed of the payloads filled in for writes without data= (default 0)")
+    run.add_argument("--waves", metavar="FILE",
+                     help="build with waveform tracing and copy the dump to FILE (.vcd or .fst)")
+    run.add_argument("--readouts", metavar="FILE",
+                     help="write the RTL's read-out values (RD_MAC, RD_SBK, ... results) to "
+                          "FILE: .json or .npy (patton.sim.readouts)")
+    _common(run)
+    run.set_defaults(func=_reported(_run_checked))
+    chk = verbs.add_parser("check", help="replay a schedule on the RTL; compare both checkers",
+                           description=_CHECK_HELP)
+    chk.add_argument("schedule", help="schedule file: 'cycle channel command [bank row col] "
+                                      "[key=value ...]'")
+    chk.add_argument("--rows", type=_rows, default=None,
+                     help="rows per bank of the RTL build (default: chosen from the schedule: "
+                          "its highest row rounded up to a power of two, at least "
+                          f"{DEFAULT_ROWS}, or a larger build already cached under build/)")
+    _common(chk)
+    chk.set_defaults(func=_reported(_check_checked))
+    cov = verbs.add_parser("coverage", help="functional coverage closure of the RTL channel",
+                           description=_COVERAGE_HELP)
+    cov.add_argument("--out", metavar="DIR", default=None,
+                     help="where the report goes: coverage.md, coverage.json and "
+                          "cocotb-coverage's coverage.xml (default build/coverage)")
+    cov.add_argument("--seed", type=SEED, default=1, help="stimulus seed (default 1)")
+    cov.add_argument("--commands", type=integer(0, 10**8), default=20_000,
+                     help="commands to run at least, even once every bin is hit (default "
+                          "20,000)")
+    cov.add_argument("--budget", type=integer(1, 10**8), default=200_000,
+                     help="commands after which the run stops, closed or not (default 200,000)")
+    cov.add_argument("--targeted", type=fraction, default=Mix().targeted, metavar="SHARE",
+                     help="share of the steps aimed at bins not hit yet (default "
+                          f"{Mix().targeted}; 0: plain constrained random)")
+    cov.add_argument("--code", action="store_true",
+                     help="run on a Verilator build with line and toggle coverage (about two "
+                          "minutes to build the first time) and report code coverage too: "
+                          "code-coverage.md, coverage.info (lcov), coverage.dat")
+    _common(cov)
+    cov.set_defaults(func=_reported(_coverage_checked))
+    return rtl

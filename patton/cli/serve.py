@@ -1,0 +1,350 @@
+"""``patton workload ...`` and ``patton serve``: the multi-turn serving workload from the shell.
+
+``patton workload sharegpt --out FILE.jsonl [--skip N] [--count N] [--max-message-tokens N]``
+    Build a token-level conversation file (and its ``.meta.json``) from the ShareGPT wheel,
+    tokenised with Llama-3's BPE (``conversations.write_sharegpt``).
+``patton serve --conversations FILE.jsonl [--engine embedded|vllm] [--runtime gpu|patton|
+patton-wo-cz|patton-no-o2v] [--model M] [--clients C] [--pool P] [--num-blocks N]
+[--block-size 16] [--max-num-seqs S] [--max-batched-tokens B] [--max-model-len L]
+[--steps N] [--json]``
+    Serve the file with the closed-loop client model through an engine with a KV-cache runtime
+    attached, and report the run (the report keys of ``docs/serving.md``), the live context tokens and the
+    runtime's capacity use. Without ``--num-blocks`` the KV memory is the 16 GiB AiM device
+    (``runtimes.capacity``). ``--json`` prints one JSON object and nothing else on stdout.
+
+Bad input (a malformed conversation file, inconsistent parameters, an engine that cannot be
+imported) is reported as ``error: ...`` on stderr with exit status 2, never a traceback.
+:func:`add_parsers` registers both commands on the ``patton`` command's sub-parsers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from patton.runtime.patton.config import MODELS
+from patton.serving.clients import ClientError, Engine, Request, StepOutput, run
+from patton.serving.conversations import Conversation, WorkloadError, read
+from patton.serving.runtimes import PROFILES, VARIANTS, Attached, attach, max_context
+
+__all__ = ["Meter", "add_parsers", "serve", "workload"]
+
+#: A run longer than this (seconds) shows a progress bar on a terminal.
+PROGRESS_DELAY = 2.0
+
+
+class UsageError(ValueError):
+    """Inconsistent command-line parameters (reported with exit status 2)."""
+
+
+# --------------------------------------------------------------------------------- meter
+
+
+@dataclass(slots=True)
+class Meter:
+    """An engine wrapper measuring the live context and the runtime's capacity use per step.
+
+    The **live context** is the tokens every live conversation holds: a conversation with a
+    request in flight holds the request's prompt and the output tokens emitted so far
+    (the client model's item 5, ``docs/serving.md``: a scheduled request whose computed tokens reach its length
+    emits one), one between turns the prompt and output of its last turn; a conversation
+    leaves (and holds nothing) after a turn whose next turn does not fit ``max_model_len``.
+    It is what an ideal prefix cache would keep for every next turn to hit.
+
+    Invariants: ``live`` is the sum of ``context``; ``steps`` steps were sampled (after each
+    step); ``live_sum``/``live_max`` are over them.
+    """
+
+    engine: Engine
+    conversations: dict[str, Conversation]
+    max_model_len: int
+    attached: Attached | None = None
+    pool: Any = None  # the embedded engine's BlockPool (capacity use), or None
+    progress: Any = None  # a tqdm bar, or None
+    context: dict[str, int] = field(default_factory=dict)  # conversation -> tokens held
+    conv: dict[str, tuple[str, int]] = field(default_factory=dict)  # request -> (conv, turn)
+    length: dict[str, int] = field(default_factory=dict)  # request -> tokens held
+    computed: dict[str, int] = field(default_factory=dict)  # request -> computed tokens
+    live: int = 0
+    live_sum: int = 0
+    live_max: int = 0
+    steps: int = 0
+
+    def add(self, request: Request) -> None:
+        """Pass a request on; its conversation now holds its prompt."""
+        rid = request.request_id
+        cid, turn = rid.rsplit(":", 1)
+        self.conv[rid] = (cid, int(turn))
+        n = len(request.prompt)
+        self.length[rid] = n
+        self.computed[rid] = 0
+        self.live += n - self.context.get(cid, 0)
+        self.context[cid] = n
+        self.engine.add(request)
+
+    def step(self) -> StepOutput:
+        """Run a step; account for emitted tokens, preemptions, finishes; sample."""
+        out = self.engine.step()
+        computed, length, context, conv = self.computed, self.length, self.context, self.conv
+        for s in out.scheduled:
+            rid = s.request_id
+            c = computed[rid] = computed[rid] + s.num_tokens
+            if c >= length[rid]:
+                length[rid] += 1
+                context[conv[rid][0]] += 1
+                self.live += 1
+        for rid in out.preempted:
+            computed[rid] = 0
+        for f in out.finished:
+            rid = f.request_id
+            cid, turn = conv.pop(rid)
+            del length[rid], computed[rid]
+            if not self._fits(cid, turn + 1):
+                self.live -= context.pop(cid)
+        self.steps += 1
+        self.live_sum += self.live
+        self.live_max = max(self.live_max, self.live)
+        if self.attached is not None and self.pool is not None:
+            self.attached.sample(self.pool)
+        if self.progress is not None and not self.steps % 64:
+            self.progress.update(64)
+        return out
+
+    def _fits(self, cid: str, turn: int) -> bool:
+        c = self.conversations[cid]
+        if turn > c.num_turns:
+            return False
+        prompt, output = c.turn(turn)
+        return len(prompt) + len(output) <= self.max_model_len
+
+    def report(self) -> dict[str, Any]:
+        """Return the live context's mean and max over the steps."""
+        return {"mean": round(self.live_sum / max(self.steps, 1), 1), "max": self.live_max}
+
+
+# ------------------------------------------------------------------------------ commands
+
+
+def add_parsers(subparsers: argparse._SubParsersAction) -> None:
+    """Register ``workload`` (with ``sharegpt``) and ``serve`` on the ``patton`` sub-parsers."""
+    wl = subparsers.add_parser("workload", help="build serving workloads",
+                               description="Build token-level conversation files.")
+    wsub = wl.add_subparsers(dest="workload_command", required=True)
+    sg = wsub.add_parser("sharegpt", help="ShareGPT conversations, Llama-3 tokens",
+                         description="Build a conversation file (and its .meta.json) from "
+                                     "the ShareGPT wheel, tokenised with Llama-3's BPE.")
+    sg.add_argument("--out", required=True, metavar="FILE.jsonl", help="conversation file")
+    sg.add_argument("--skip", type=int, default=0, metavar="N",
+                    help="kept conversations to pass over first (default 0)")
+    sg.add_argument("--count", type=int, default=None, metavar="N",
+                    help="conversations to write (default: all)")
+    sg.add_argument("--max-message-tokens", type=int, default=None, metavar="N",
+                    help="truncate every message to its first N tokens (default: whole)")
+    sg.set_defaults(func=workload)
+
+    sv = subparsers.add_parser("serve", help="serve a conversation file (hit rates)",
+                               description="Serve a conversation file with the client model "
+                                           "through an engine with a KV-cache runtime.")
+    sv.add_argument("--conversations", required=True, metavar="FILE.jsonl",
+                    help="conversation file (JSONL of token ids, `patton workload sharegpt` "
+                         "writes one; docs/serving.md)")
+    sv.add_argument("--engine", choices=("embedded", "vllm"), default="embedded",
+                    help="the embedded vLLM-equivalent engine (default) or real vLLM 0.33 "
+                         "(its venv's python)")
+    sv.add_argument("--runtime", choices=VARIANTS, default="gpu",
+                    help="KV-cache runtime (default gpu: vLLM's own cache)")
+    sv.add_argument("--model", choices=sorted(MODELS), default="llama3-8b",
+                    help="model whose KV geometry the runtime lays out (default llama3-8b)")
+    sv.add_argument("--clients", type=int, default=32, metavar="C", help="(default 32)")
+    sv.add_argument("--pool", type=int, default=64, metavar="P",
+                    help="live conversations, a multiple of C (default 64)")
+    sv.add_argument("--num-blocks", type=int, default=None, metavar="N",
+                    help="KV memory in blocks, null block included (default: the 16 GiB AiM "
+                         "device: 8192 for llama3-8b)")
+    sv.add_argument("--block-size", type=int, default=None,
+                    help="tokens per KV block (default: the runtime's; 16, vLLM's, for all but "
+                         "blockpim's row-bound 128)")
+    sv.add_argument("--max-num-seqs", type=int, default=None, metavar="S",
+                    help="running requests at most (default: C)")
+    sv.add_argument("--max-batched-tokens", type=int, default=2048, metavar="B",
+                    help="tokens scheduled per step at most (vLLM's max_num_batched_tokens; "
+                         "default 2048)")
+    sv.add_argument("--max-model-len", type=int, default=8192, metavar="L",
+                    help="longest request in tokens (vLLM's max_model_len; default 8192)")
+    sv.add_argument("--steps", type=int, default=None, metavar="N",
+                    help="stop after N scheduler steps (default: until the file is served)")
+    sv.add_argument("--json", action="store_true", help="print one JSON object")
+    sv.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                    help="progress bar on stderr (default: when stderr is a terminal)")
+    sv.set_defaults(func=serve)
+
+
+def _error(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+def workload(args: argparse.Namespace) -> int:
+    """``patton workload sharegpt``: write the file; print where and what."""
+    from patton.serving.conversations import write_sharegpt
+
+    for name in ("skip", "count", "max_message_tokens"):
+        v = getattr(args, name)
+        if v is not None and v < (0 if name != "max_message_tokens" else 1):
+            return _error(f"--{name.replace('_', '-')} must be >= "
+                          f"{0 if name != 'max_message_tokens' else 1}, got {v}")
+    try:
+        path = write_sharegpt(args.out, skip=args.skip, count=args.count,
+                              max_message_tokens=args.max_message_tokens)
+    except (OSError, RuntimeError, ValueError) as e:
+        return _error(str(e))
+    meta = json.loads(path.with_suffix(".meta.json").read_text()) \
+        if path.with_suffix(".meta.json").exists() else {}
+    print(f"{path}: {meta.get('conversations', '?')} conversations, "
+          f"{meta.get('tokens', '?')} tokens")
+    return 0
+
+
+def _check(args: argparse.Namespace) -> None:
+    """Raise UsageError for inconsistent parameters."""
+    if args.clients < 1:
+        raise UsageError(f"--clients must be >= 1, got {args.clients}")
+    if args.pool < args.clients or args.pool % args.clients:
+        raise UsageError(f"--pool must be a positive multiple of --clients ({args.clients}), "
+                         f"got {args.pool}")
+    if args.num_blocks is not None and args.num_blocks < 2:
+        raise UsageError(f"--num-blocks must be >= 2 (block 0 is vLLM's null block), got "
+                         f"{args.num_blocks}")
+    for name in ("block_size", "max_num_seqs", "max_batched_tokens"):
+        v = getattr(args, name)
+        if v is not None and v < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be >= 1, got {v}")
+    if args.max_model_len < 2:
+        raise UsageError(f"--max-model-len must be >= 2, got {args.max_model_len}")
+    if args.steps is not None and args.steps < 0:
+        raise UsageError(f"--steps must be >= 0, got {args.steps}")
+
+
+def _bar(args: argparse.Namespace) -> Any:
+    show = args.progress if args.progress is not None else sys.stderr.isatty()
+    if not show:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=args.steps, unit="step", file=sys.stderr, delay=PROGRESS_DELAY,
+                dynamic_ncols=True, leave=False)
+
+
+def serve(args: argparse.Namespace) -> int:
+    """``patton serve``: run, then print the report (one JSON object with ``--json``)."""
+    from patton.serving.engine import EmbeddedEngine
+    from patton.serving.vllm_engine import VllmEngine, VllmParams, VllmUnavailable
+
+    try:
+        _check(args)
+        conversations = read(args.conversations)
+        attached = attach(args.runtime, MODELS[args.model], num_blocks=args.num_blocks,
+                          block_size=args.block_size)
+        limit = max_context(args.runtime, MODELS[args.model])
+        if limit is not None and args.max_model_len > limit:
+            raise UsageError(f"--runtime {args.runtime} holds at most {limit} tokens of "
+                             f"{args.model} context; give --max-model-len {limit} or less")
+        params = VllmParams(block_size=attached.capacity.block_size,
+                            enable_prefix_caching=PROFILES[args.runtime].prefix_caching,
+                            num_blocks=attached.capacity.num_blocks,
+                            max_num_seqs=args.max_num_seqs or args.clients,
+                            max_num_batched_tokens=args.max_batched_tokens,
+                            max_model_len=args.max_model_len)
+    except WorkloadError as e:
+        return _error(str(e))
+    except OSError as e:
+        return _error(f"{args.conversations}: {e.strerror or e}")
+    except ValueError as e:  # UsageError, a capacity the runtime cannot lay out
+        return _error(str(e))
+    pool: Any
+    if args.engine == "vllm":  # real vLLM's block pool drives the runtime through hooks
+        try:
+            vllm = VllmEngine(params, observer=attached.observe, placement=attached.placement)
+        except VllmUnavailable as e:
+            return _error(f"--engine vllm: {e}")
+        engine: Engine = vllm
+        pool = vllm.pool
+    else:
+        embedded = EmbeddedEngine(params, observer=attached.observe,
+                                  placement=attached.placement)
+        engine, pool = embedded, embedded.kv.pool
+    bar = _bar(args)
+    meter = Meter(engine, {c.id: c for c in conversations}, args.max_model_len, attached, pool,
+                  bar)
+    t = time.perf_counter()
+    try:
+        result = run(meter, conversations, clients=args.clients, pool=args.pool,
+                     max_model_len=args.max_model_len, max_steps=args.steps)
+    except ClientError as e:
+        return _error(f"the run cannot go on: {e}")
+    finally:
+        if bar is not None:
+            bar.close()
+    seconds = time.perf_counter() - t
+    out: dict[str, Any] = result.report().as_dict()
+    out["complete"] = result.complete
+    out["live_context_tokens"] = meter.report()
+    out["runtime"] = args.runtime
+    out["engine"] = args.engine
+    out.update(attached.report())
+    out["params"] = {"conversations": str(args.conversations), "model": args.model,
+                     "clients": args.clients, "pool": args.pool,
+                     "block_size": params.block_size, "num_blocks": params.num_blocks,
+                     "num_blocks_default": args.num_blocks is None,
+                     "max_num_seqs": params.max_num_seqs,
+                     "max_batched_tokens": params.max_num_batched_tokens,
+                     "max_model_len": params.max_model_len, "steps": args.steps}
+    out["wall_seconds"] = round(seconds, 2)
+    out["steps_per_second"] = round(len(result.steps) / seconds) if seconds > 0 else None
+    if args.json:
+        json.dump(out, sys.stdout)
+        sys.stdout.write("\n")
+    else:
+        _print(out)
+    return 0
+
+
+def _print(out: dict[str, Any]) -> None:
+    cap, p = out["capacity"], out["params"]
+    where = ("the 16 GiB AiM device" if p["num_blocks_default"] else
+             f"{p['num_blocks']} blocks of memory")
+    shape = (f"{cap['layer_rows']} rows/layer ({cap['crs_rows']} Commit Zone), O2V "
+             f"{cap['o2v_blocks']} blocks, " if cap["crs_rows"] is not None else
+             f"{cap['layer_rows']} rows/layer, " if cap["layer_rows"] is not None else "")
+    print(f"runtime     {out['runtime']} on {where} ({cap['bytes'] / 2**30:.3g} GiB): {shape}"
+          f"{cap['blocks']} blocks = {cap['tokens']:,} tokens; engine {p['num_blocks']} "
+          f"blocks")
+    print(f"served      {out['requests']} requests in {out['steps']} steps "
+          f"({'complete' if out['complete'] else 'step limit'}), {out['wall_seconds']} s")
+    print(f"hit rate    {out['hit_rate']:.4f} ({out['cached_tokens']:,} of "
+          f"{out['prompt_tokens']:,} prompt tokens cached)")
+    print(f"recomputed  {out['recomputed_tokens']:,} tokens; {out['preemptions']} preemptions")
+    live = out["live_context_tokens"]
+    print(f"live        {live['mean']:,.0f} context tokens on average, {live['max']:,} at most")
+    if "usage" in out:
+        u = out["usage"]
+        print(f"capacity    {u['blocks_mean']:,.0f} blocks bound on average, "
+              f"{u['blocks_peak']:,} at peak; stranded {u['stranded_mean']:,.0f} on average; "
+              f"{out['refusals']} refusals, {out['placement_evictions']} placement evictions")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``workload``/``serve`` alone (``python -m patton.cli.serve serve ...``)."""
+    top = argparse.ArgumentParser(prog="patton")
+    add_parsers(top.add_subparsers(dest="part", required=True))
+    args = top.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

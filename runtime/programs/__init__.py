@@ -1,0 +1,1 @@
+"""PATTON's program building: write programs, attention plans, tables and batch layouts."""
