@@ -17,7 +17,7 @@ import argparse
 import time
 
 import numpy as np
-from patton.runtime.patton.config import MODELS
+from patton.runtime.models import MODELS
 from patton.sim.executor import CycleExecutor
 from patton.serving.runtimes import VARIANTS, attach
 

@@ -20,7 +20,8 @@ import dataclasses
 import json
 import time
 
-from patton.runtime.patton.config import MODELS, Config, model
+from patton.runtime.models import MODELS, model
+from patton.runtime.patton.config import Config
 from patton.runtime.patton.variants import VARIANTS
 from patton.sim.cycle_model import FRONTENDS
 from patton.serving.loop import execute

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from patton.runtime.patton.config import MODELS
+from patton.runtime.models import MODELS
 from patton.serving.clients import Engine, Request, StepOutput, run
 from patton.serving.conversations import read
 from patton.serving.engine import EmbeddedEngine

@@ -59,7 +59,7 @@ from typing import Any
 
 import numpy as np
 from patton.runtime.reference.baselines import sv_exact as baseline_sv
-from patton.runtime.patton.config import MODELS, ModelSpec
+from patton.runtime.models import MODELS, ModelSpec
 from patton.runtime.interface import split_readouts
 from patton.runtime.patton.lifecycle import Runtime
 from patton.sim.check import verify_from

@@ -31,7 +31,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from patton.runtime.patton.config import MODELS, ModelSpec
+from patton.runtime.models import MODELS, ModelSpec
 from patton.sim.textfile import ReadError, content, decimal, read_lines, write_text
 
 __all__ = ["Chunk", "Gpu", "GPUS", "Shape", "SHAPES", "Cost", "PrefillCost", "AnalyticCost",

@@ -101,7 +101,7 @@ def max_model_len(model: str) -> int:
     """The context limit of ``model``'s comparison: 2,048 (§5.1), or less where a compared
     runtime holds less (NeuPIMs confines a request to one channel: 1,024 tokens of a
     32-KV-head model); every runtime of the model is served the same workload."""
-    from patton.runtime.patton.config import MODELS as SPECS
+    from patton.runtime.models import MODELS as SPECS
     from patton.serving.runtimes import max_context
 
     limits = [max_context(r, SPECS[model]) for r in ("patton", *BASELINES, *FIG8_RUNTIMES)]

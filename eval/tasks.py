@@ -245,7 +245,7 @@ Unit = Task | CostPass  # what a runner runs: a task, or cost tasks served toget
 
 def _together(task: CostTask) -> tuple:
     """What cost tasks served in one run share: all but the model's name and the front end."""
-    from patton.runtime.patton.config import MODELS
+    from patton.runtime.models import MODELS
 
     spec = MODELS[task.model]
     return (task.runtime, task.steps, task.clients, task.pool, task.max_model_len,
@@ -291,7 +291,7 @@ def affinity(task: Unit) -> tuple:
         frontend = task.frontend
     else:
         return ()
-    from patton.runtime.patton.config import MODELS
+    from patton.runtime.models import MODELS
 
     spec = MODELS[task.model]
     return (frontend, (spec.kv_heads, spec.q_heads, spec.d_head, task.clients, task.pool,
@@ -366,7 +366,7 @@ def run_cost_available() -> bool:
 
 
 def _model(name: str) -> Any:
-    from patton.runtime.patton.config import model
+    from patton.runtime.models import model
 
     return model(name)
 

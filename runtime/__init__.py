@@ -19,7 +19,8 @@ from patton.sim._exports import lazy
 _EXPORTS = {
     "patton.lifecycle": ("Runtime",),
     "patton.writes": ("Writes", "WriteProgram"),
-    "patton.config": ("Config", "ModelSpec", "MODELS", "model"),
+    "patton.config": ("Config",),
+    "models": ("ModelSpec", "MODELS", "model"),
     "patton.metadata": ("Mode", "KeyPlace", "ValuePlace", "CzPlace"),
     "programs.plans": ("QkPlan", "SvPlan"),
     "patton.variants": ("Variant", "variant", "VARIANTS"),
@@ -39,7 +40,8 @@ __all__ = [
 __getattr__, __dir__ = lazy(__name__, globals(), _EXPORTS, __all__)
 
 if TYPE_CHECKING:
-    from patton.runtime.patton.config import MODELS, Config, ModelSpec, model
+    from patton.runtime.models import MODELS, ModelSpec, model
+    from patton.runtime.patton.config import Config
     from patton.runtime.errors import (
         BlockStateError,
         CapacityError,

@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import numpy as np
-from patton.runtime.patton.config import Config, model
+from patton.runtime.models import model
+from patton.runtime.patton.config import Config
 from patton.runtime.patton.lifecycle import Runtime
 from patton.sim.executor import closed
 from patton.sim.program import Program

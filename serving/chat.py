@@ -47,7 +47,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from patton.runtime.patton.config import Config, ModelSpec
+from patton.runtime.models import ModelSpec
+from patton.runtime.patton.config import Config
 from patton.runtime.patton.lifecycle import Runtime
 from patton.runtime.patton.metadata import ValuePlace
 from patton.sim import datapath as dp

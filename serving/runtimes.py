@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from patton.runtime.baselines import BASELINES, Geometry
-from patton.runtime.patton.config import Config, ModelSpec
+from patton.runtime.models import ModelSpec
+from patton.runtime.patton.config import Config
 from patton.runtime.errors import PattonError
 from patton.runtime.interface import KvRuntime
 from patton.runtime.patton.variants import VARIANTS as RUNTIME_VARIANTS

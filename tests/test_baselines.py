@@ -20,7 +20,7 @@ from patton.runtime.baselines import BASELINES, Geometry, baseline
 from patton.runtime.baselines.geometry import UNIT
 from patton.runtime.baselines.programs import Reads
 from patton.runtime.reference.baselines import sv_exact
-from patton.runtime.patton.config import ModelSpec
+from patton.runtime.models import ModelSpec
 from patton.runtime.errors import BlockStateError, CapacityError, ConfigError, DoubleFree
 from patton.runtime.interface import KvRuntime, split_readouts
 from patton.runtime.reference.attention import qk_exact

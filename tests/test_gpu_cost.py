@@ -7,7 +7,7 @@ import random
 from pathlib import Path
 
 import pytest
-from patton.runtime.patton.config import MODELS, ModelSpec
+from patton.runtime.models import MODELS, ModelSpec
 from patton.eval.gpu_cost import (
     GPUS,
     SHAPES,

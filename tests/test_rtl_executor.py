@@ -82,7 +82,8 @@ def test_state_persists_across_programs():
 
 
 def test_runtime_attention_on_one_live_group():
-    from patton.runtime.patton.config import Config, ModelSpec
+    from patton.runtime.models import ModelSpec
+    from patton.runtime.patton.config import Config
     from patton.runtime.patton.lifecycle import Runtime
     from patton.tb.executor import RtlExecutor, head_channels
 

@@ -13,7 +13,8 @@ import json
 import numpy as np
 import pytest
 from patton.runtime.baselines import BASELINES, Geometry
-from patton.runtime.patton.config import MODELS, Config
+from patton.runtime.models import MODELS
+from patton.runtime.patton.config import Config
 from patton.runtime.patton.variants import variant as runtime_variant
 from patton.sim.cycle_model import CycleModel, DeviceState
 from patton.sim.device import DEVICE

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from patton.runtime.patton.config import MODELS, Config, ModelSpec, model
+from patton.runtime.models import MODELS, ModelSpec, model
+from patton.runtime.patton.config import Config
 from patton.runtime.errors import ConfigError, PattonError
 from patton.sim.device import DEVICE
 

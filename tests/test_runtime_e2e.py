@@ -10,7 +10,8 @@ metadata names.
 from __future__ import annotations
 
 import pytest
-from patton.runtime.patton.config import Config, ModelSpec
+from patton.runtime.models import ModelSpec
+from patton.runtime.patton.config import Config
 from patton.runtime.patton.metadata import CzPlace
 from patton.runtime.patton.variants import VARIANTS
 from patton.sim.device import DEVICE

@@ -6,7 +6,8 @@ import inspect
 
 import pytest
 from patton.runtime.baselines import BASELINES, Geometry
-from patton.runtime.patton.config import Config, model
+from patton.runtime.models import model
+from patton.runtime.patton.config import Config
 from patton.runtime.interface import MEMBERS, KvRuntime
 from patton.runtime.patton.variants import VARIANTS
 

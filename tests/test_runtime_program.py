@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 from patton.runtime.programs import plans
 from patton.runtime.reference import programs as ref
-from patton.runtime.patton.config import Config, ModelSpec
+from patton.runtime.models import ModelSpec
+from patton.runtime.patton.config import Config
 from patton.runtime.patton.lifecycle import Runtime
 from patton.runtime.patton.metadata import CzPlace, Mode, ValuePlace
 from patton.sim.device import DEVICE

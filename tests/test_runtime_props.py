@@ -11,7 +11,8 @@ import numpy as np
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
-from patton.runtime.patton.config import Config, ModelSpec
+from patton.runtime.models import ModelSpec
+from patton.runtime.patton.config import Config
 from patton.runtime.errors import CapacityError, PattonError, ReadOnlyBlock
 from patton.runtime.patton.lifecycle import Runtime
 from patton.runtime.patton.metadata import Mode

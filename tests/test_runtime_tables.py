@@ -17,7 +17,8 @@ import pytest
 from patton.runtime.programs import layout, plans
 from patton.runtime.reference import templates as tpl
 from patton.runtime.programs.batch import Batch
-from patton.runtime.patton.config import Config, ModelSpec
+from patton.runtime.models import ModelSpec
+from patton.runtime.patton.config import Config
 from patton.runtime.errors import PattonError
 from patton.runtime.patton.lifecycle import Runtime
 from patton.runtime.patton.metadata import CzPlace, KeyPlace, Mode, ValuePlace

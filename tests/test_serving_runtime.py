@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 from patton.runtime.baselines import BASELINES
-from patton.runtime.patton.config import MODELS, Config
+from patton.runtime.models import MODELS
+from patton.runtime.patton.config import Config
 from patton.runtime.patton.lifecycle import Runtime
 from patton.serving.clients import Engine, Request, StepOutput, run
 from patton.serving.conversations import read

@@ -112,7 +112,7 @@ def test_vllm_event_stream_equals_embedded(path):
 
 def _attached_run(engine_name: str, golden: str, num_blocks: int, variant: str,
                   steps: int) -> tuple[dict, list[BlockEvent], dict, list[str]]:
-    from patton.runtime.patton.config import MODELS
+    from patton.runtime.models import MODELS
     from patton.serving.engine import EmbeddedEngine
     from patton.serving.runtimes import attach, mirror_errors
     from patton.serving.vllm_engine import VllmEngine

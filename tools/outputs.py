@@ -81,7 +81,6 @@ def runs(out: Path, rtl: bool) -> dict[str, list[str]]:
 
 def record(out: Path, only: set[str] | None, rtl: bool) -> int:
     out.mkdir(parents=True, exist_ok=True)
-    failed = 0
     for name, argv in runs(out, rtl).items():
         if only is not None and name not in only:
             continue

@@ -20,7 +20,8 @@ import json
 import sys
 import time
 
-from patton.runtime.patton.config import MODELS, Config, model
+from patton.runtime.models import MODELS, model
+from patton.runtime.patton.config import Config
 from patton.runtime.patton.variants import VARIANTS
 from patton.sim import trace
 from patton.sim.isa import Instruction, Opcode

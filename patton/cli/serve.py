@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from patton.runtime.patton.config import MODELS
+from patton.runtime.models import MODELS
 from patton.serving.clients import ClientError, Engine, Request, StepOutput, run
 from patton.serving.conversations import Conversation, WorkloadError, read
 from patton.serving.runtimes import PROFILES, VARIANTS, Attached, attach, max_context

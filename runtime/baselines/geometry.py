@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from patton.runtime.patton.config import LayerBand, ModelSpec
+from patton.runtime.models import LayerBand, ModelSpec
 from patton.runtime.errors import ConfigError
 from patton.sim.device import DEVICE, Device
 
