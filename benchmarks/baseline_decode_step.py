@@ -19,7 +19,8 @@ import time
 import numpy as np
 from patton.runtime.models import MODELS
 from patton.sim.executor import CycleExecutor
-from patton.serving.runtimes import VARIANTS, attach
+from patton.serving.adapter import attach
+from patton.serving.capacity import RUNTIMES
 
 PARTS = ("K write", "V write", "commit", "QK^T", "SV")
 
@@ -67,7 +68,7 @@ def main() -> None:
           "each, layer 0 (cycles)")
     print(f"{'runtime':14s} {'front end':11s} " + " ".join(f"{p:>9s}" for p in PARTS)
           + f" {'total':>9s} {'gen ms':>7s}")
-    for name in VARIANTS[1:]:
+    for name in RUNTIMES[1:]:
         r = step(name, args.model, args.requests, args.tokens)
         for frontend in ("shared", "per_channel"):
             cyc = r[frontend]

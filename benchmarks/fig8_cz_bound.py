@@ -1,13 +1,8 @@
 """How much of Fig. 8's gap to PATTON-wo-CZ the Commit Zone's SV read-outs explain: a bound.
 
-PATTON reads a request's partial last block from its CZ slot as an SV segment of its own
-(``runtime/programs/plans.py``, ``Segment.cz``: per Value row a WR_BIAS, one MAC_ABK and an RD_MAC),
-the paper's §4.4 command sequence. Folding those reads into the O1V reductions (or any other
-way of reading the partial blocks) costs at least nothing, so a run whose SV programs leave
-the CZ segments out (:class:`Unread`) is a lower bound for every such variant. Per front end
-the script serves the same workload three times (PATTON, PATTON with the CZ segments left out,
-PATTON-wo-CZ) through ``run_cost``, with ``patton repro``'s workload and settings (the same
-runs as Fig. 8's cost tasks), and prints each run's attention parts and its latency and
+Per front end, serves the same workload three times (PATTON, PATTON with the CZ segments of
+its SV programs left out, PATTON-wo-CZ) with ``patton repro``'s workload and settings
+(:mod:`patton.eval.cz_bound`), and prints each run's attention parts and its latency and
 energy against wo-CZ, and the share of wo-CZ's attention its Value writes would need for the
 paper's pair of figures (13.0 % less latency from Value writes 5x faster: 16 %).
 
@@ -21,59 +16,16 @@ import json
 import sys
 from concurrent.futures import ProcessPoolExecutor
 
-import numpy as np
-from patton.eval.paper import SETTINGS
-from patton.eval.plan import max_model_len
-from patton.eval.tasks import CONVERSATIONS, conversations
-from patton.sim.executor import closed
-from patton.eval import cost as run_cost
 from patton.eval.cost import PARTS
+from patton.eval.cz_bound import CONFIGURATIONS, run
 
 #: The paper's Fig. 8: PATTON's attention latency reduction and Value-write speedup vs wo-CZ.
 PAPER_REDUCTION, PAPER_SPEEDUP = 0.130, 5.0
 
 
-class Unread(run_cost._Meter):
-    """A PATTON run whose SV programs leave out the CZ-slot segments (the bound)."""
-
-    def _programs(self, work):  # noqa: ANN001, ANN202 (run_cost's private types)
-        progs = super()._programs(work)
-        if not work.decode:
-            return progs
-        c = self.cfg
-        rids = [rid for _, rid, _ in work.decode]
-        sv, plans = self.rt.sv_step(rids, 0, self.rt.sv_buffer(rids, 0, work.width))
-        keep: list[int] = []
-        pos = 0
-        for plan in plans:  # the program is the segments in plan order (layout.sv_sections)
-            for seg in plan.segments:
-                n = c.heads * len(seg.runs) + c.v_rows * (len(seg.runs) + 2)
-                if seg.cz is None:
-                    keep.extend(range(pos, pos + n))
-                pos += n
-        if pos != len(sv):
-            raise AssertionError(f"SV program of {len(sv)} instructions, plans of {pos}")
-        bound = closed(sv.take(np.array(keep, dtype=np.int64)))
-        return [(p, bound if p == "sv" else prog, r) for p, prog, r in progs]
-
-
-def one(args: tuple[str, str, str, int, str]) -> dict:
-    """Run one configuration: ``(name, runtime, frontend, steps, model)`` -> its parts."""
-    name, runtime, frontend, steps, model = args
-    meter_class = Unread if name == "patton, CZ reads left out" else run_cost._Meter
-    convs = list(conversations(CONVERSATIONS))  # patton repro's workload and settings
-    clients, pool = SETTINGS[model]
-    limit = max_model_len(model)
-    ref = run_cost.reference(convs, model, steps=steps, clients=clients, pool=pool,
-                             max_model_len=limit)
-    spec = run_cost._model(model)
-    meter = meter_class(convs, [spec], runtime, steps=steps, frontends=[frontend],
-                        clients=clients, pool=pool, max_model_len=limit,
-                        max_batched_tokens=2048, refs=[ref], check=False, num_blocks=None)
-    (rc,) = meter.run(None).values()
-    return {"name": name, "frontend": frontend, "steps": rc.steps,
-            "seconds": {p: rc.parts[p].seconds for p in PARTS},
-            "joules": {p: rc.parts[p].joules for p in PARTS}}
+def one(job: tuple[str, str, int, str]) -> dict:
+    """Run one configuration: ``(name, frontend, steps, model)``."""
+    return run(*job)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,9 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.steps < 1 or a.workers < 1:
         print("error: --steps and --workers must be positive", file=sys.stderr)
         return 2
-    names = (("patton", "patton"), ("patton, CZ reads left out", "patton"),
-             ("patton-wo-cz", "patton-wo-cz"))
-    jobs = [(n, r, f, a.steps, a.model) for f in ("shared", "per_channel") for n, r in names]
+    jobs = [(n, f, a.steps, a.model) for f in ("shared", "per_channel")
+            for n, _, _ in CONFIGURATIONS]
     if a.workers == 1:  # in this process
         results = [one(j) for j in jobs]
     else:

@@ -5,12 +5,12 @@ Run with the vLLM virtualenv's python (docs/serving.md, "Installing the vLLM ext
     /work/venv-vllm/bin/python benchmarks/record_vllm_golden.py [--only NAME ...]
 
 Each configuration of :data:`CONFIGS` feeds ``tests/data/serving/sharegpt-llama3-300.jsonl``
-through :func:`patton.serving.clients.run` and
+through the step driver (:class:`patton.serving.driver.Driver`) and
 :class:`patton.serving.vllm_engine.VllmEngine`, and writes
 ``tests/data/serving/golden/<name>.json.gz`` (gzip, mtime 0, of JSON text with one step per
 line): ``params`` (the conversation file and its sha256, clients, pool, the engine parameters,
 the step limit), ``vllm`` (the scheduler settings in force), then the run
-(:meth:`patton.serving.clients.Run.as_dict`: ``complete``, ``report``, per step the
+(:meth:`patton.serving.record.Run.as_dict`: ``complete``, ``report``, per step the
 scheduled requests with their token counts in vLLM's order and the preempted ids, per request
 its cached tokens as vLLM reports ``num_cached_tokens`` and its finish step).
 """
@@ -26,35 +26,36 @@ import time
 from pathlib import Path
 from typing import Any
 
-from patton.serving.clients import run
 from patton.serving.conversations import read
-from patton.serving.vllm_engine import VllmEngine, VllmParams
+from patton.serving.driver import Driver
+from patton.serving.interface import EngineParams
+from patton.serving.vllm_engine import VllmEngine
 
 ROOT = Path(__file__).resolve().parent.parent
 CONVERSATIONS = "tests/data/serving/sharegpt-llama3-300.jsonl"
 GOLDEN = ROOT / "tests/data/serving/golden"
 
-#: name -> (clients, pool, VllmParams, step limit). Sized so each file stays small.
-CONFIGS: dict[str, tuple[int, int, VllmParams, int]] = {
+#: name -> (clients, pool, EngineParams, step limit). Sized so each file stays small.
+CONFIGS: dict[str, tuple[int, int, EngineParams, int]] = {
     # Ample blocks: prefix hits across turns, no eviction, no preemption.
-    "c4-p8-ample": (4, 8, VllmParams(block_size=16, num_blocks=1024, max_num_seqs=8,
+    "c4-p8-ample": (4, 8, EngineParams(block_size=16, num_blocks=1024, max_num_seqs=8,
                                      max_num_batched_tokens=2048, max_model_len=4096), 2000),
     # Moderate pressure: cached blocks of idle conversations are evicted, chunked prefill.
-    "c8-p16-evict": (8, 16, VllmParams(block_size=16, num_blocks=256, max_num_seqs=8,
+    "c8-p16-evict": (8, 16, EngineParams(block_size=16, num_blocks=256, max_num_seqs=8,
                                        max_num_batched_tokens=512, max_model_len=2048), 2000),
     # Heavy pressure: few blocks, recompute preemptions.
-    "c8-p32-preempt": (8, 32, VllmParams(block_size=16, num_blocks=80, max_num_seqs=8,
+    "c8-p32-preempt": (8, 32, EngineParams(block_size=16, num_blocks=80, max_num_seqs=8,
                                          max_num_batched_tokens=256, max_model_len=1024), 2000),
     # Fewer sequence slots than clients (a waiting queue), small chunks, conversations that
     # leave because their next turn would exceed max_model_len.
-    "c4-p4-seqs2": (4, 4, VllmParams(block_size=16, num_blocks=128, max_num_seqs=2,
+    "c4-p4-seqs2": (4, 4, EngineParams(block_size=16, num_blocks=128, max_num_seqs=2,
                                      max_num_batched_tokens=64, max_model_len=768), 2000),
     # Block size 8, pool of 3 conversations per client, tight blocks.
-    "c2-p6-bs8": (2, 6, VllmParams(block_size=8, num_blocks=120, max_num_seqs=4,
+    "c2-p6-bs8": (2, 6, EngineParams(block_size=8, num_blocks=120, max_num_seqs=4,
                                    max_num_batched_tokens=128, max_model_len=900), 2000),
     # A short context: most conversations leave after turn 1, the file runs out and every
     # client stops (a complete run).
-    "c16-p32-short": (16, 32, VllmParams(block_size=16, num_blocks=400, max_num_seqs=16,
+    "c16-p32-short": (16, 32, EngineParams(block_size=16, num_blocks=400, max_num_seqs=16,
                                          max_num_batched_tokens=1024, max_model_len=320),
                       8000),
 }
@@ -69,9 +70,10 @@ def record(name: str) -> dict[str, Any]:
     """Return the golden record of one configuration (runs vLLM)."""
     clients, pool, params, max_steps = CONFIGS[name]
     conversations = read(ROOT / CONVERSATIONS)
-    engine = VllmEngine(params)
-    result = run(engine, conversations, clients=clients, pool=pool,
-                 max_model_len=params.max_model_len, max_steps=max_steps)
+    driver = Driver(VllmEngine, params, conversations, clients=clients, pool=pool,
+                    max_steps=max_steps)
+    result = driver.run()
+    engine = driver.engine
     return {"name": name,
             "params": {"conversations": CONVERSATIONS,
                        "conversations_sha256": sha256(ROOT / CONVERSATIONS),

@@ -28,11 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from patton.runtime.models import MODELS
-from patton.serving.clients import Engine, Request, StepOutput, run
+from patton.serving.adapter import Attached, attach
+from patton.serving.capacity import RUNTIMES
 from patton.serving.conversations import read
+from patton.serving.driver import Driver, EngineFactory
 from patton.serving.engine import EmbeddedEngine
-from patton.serving.runtimes import VARIANTS, attach
-from patton.serving.vllm_engine import VllmEngine, VllmParams, VllmUnavailable
+from patton.serving.interface import Engine, EngineParams, Request, StepOutput
+from patton.serving.vllm_engine import VllmEngine, VllmUnavailable
 
 ROOT = Path(__file__).resolve().parent.parent
 CONVERSATIONS = ROOT / "tests/data/serving/sharegpt-llama3-300.jsonl"
@@ -61,18 +63,26 @@ class Timed:
         return out
 
 
-def measure(name: str, engine: Engine, args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
-    """Run the workload through ``engine``; return its timing row and the run."""
+def measure(name: str, engine: EngineFactory, params: EngineParams, args: argparse.Namespace,
+            attached: Attached | None = None) -> tuple[dict[str, Any], Any]:
+    """Run the workload through the engine ``engine`` builds on the step driver; return its
+    timing row and the run."""
     conversations = read(CONVERSATIONS)
-    timed = Timed(engine)
+    timed: list[Timed] = []
+
+    def build(params: EngineParams, **hooks: Any) -> Timed:
+        timed.append(Timed(engine(params, **hooks)))
+        return timed[0]
+
+    driver = Driver(build, params, conversations, clients=args.clients, pool=args.pool,
+                    attached=attached, max_steps=args.steps)
     t, w = time.process_time(), time.perf_counter()
-    result = run(timed, conversations, clients=args.clients, pool=args.pool,
-                 max_model_len=args.max_model_len, max_steps=args.steps)
+    result = driver.run()
     total, wall = time.process_time() - t, time.perf_counter() - w
     steps = len(result.steps)
     report = result.report()
-    return {"engine": name, "steps": steps, "engine_s": round(timed.seconds, 3),
-            "steps_per_s": round(steps / timed.seconds),
+    return {"engine": name, "steps": steps, "engine_s": round(timed[0].seconds, 3),
+            "steps_per_s": round(steps / timed[0].seconds),
             "with_clients_steps_per_s": round(steps / total),
             "wall_steps_per_s": round(steps / wall),
             "requests": report.requests, "hit_rate": round(report.hit_rate, 4),
@@ -90,7 +100,7 @@ def main() -> None:
     ap.add_argument("--max-num-batched-tokens", type=int, default=2048)
     ap.add_argument("--max-model-len", type=int, default=4096)
     ap.add_argument("--no-vllm", action="store_true", help="time the embedded engine only")
-    ap.add_argument("--runtime", action="append", choices=VARIANTS, default=[],
+    ap.add_argument("--runtime", action="append", choices=RUNTIMES, default=[],
                     help="also time the embedded engine with this runtime attached "
                          "(repeatable)")
     ap.add_argument("--model", choices=sorted(MODELS), default="llama3-8b",
@@ -101,29 +111,27 @@ def main() -> None:
         # one memory for every row: num_blocks blocks of KV, or (0) the 16 GiB AiM device
         args.num_blocks = attach("gpu", MODELS[args.model], num_blocks=args.num_blocks or None,
                                  block_size=args.block_size).capacity.num_blocks
-    params = VllmParams(block_size=args.block_size, num_blocks=args.num_blocks,
+    params = EngineParams(block_size=args.block_size, num_blocks=args.num_blocks,
                         max_num_seqs=args.max_num_seqs,
                         max_num_batched_tokens=args.max_num_batched_tokens,
                         max_model_len=args.max_model_len)
     rows = []
-    ours, ours_run = measure("embedded", EmbeddedEngine(params), args)
+    ours, ours_run = measure("embedded", EmbeddedEngine, params, args)
     rows.append(ours)
     for variant in args.runtime:
         att = attach(variant, MODELS[args.model], num_blocks=args.num_blocks,
                      block_size=args.block_size)
-        engine = EmbeddedEngine(params, observer=att.observe, placement=att.placement)
-        row, _ = measure(f"embedded+{variant}", engine, args)
+        row, _ = measure(f"embedded+{variant}", EmbeddedEngine, params, args, att)
         row["runtime_blocks"] = att.capacity.blocks
         row["refusals"] = att.refused
         rows.append(row)
     note = None
     if not args.no_vllm:
         try:
-            vllm = VllmEngine(params)
+            theirs, theirs_run = measure("vllm-0.33.0", VllmEngine, params, args)
         except VllmUnavailable as e:
             note = f"real vLLM not measured: {e}"
         else:
-            theirs, theirs_run = measure("vllm-0.33.0", vllm, args)
             theirs["same_steps"] = theirs_run.as_dict()["steps"] == ours_run.as_dict()["steps"]
             theirs["same_requests"] = (theirs_run.as_dict()["requests"]
                                        == ours_run.as_dict()["requests"])

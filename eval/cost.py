@@ -1,26 +1,24 @@
 """The cost of a serving run: PIM attention on the cycle model plus the GPU recomputation.
 
-:func:`measure` serves a conversation file through the embedded engine (vLLM 0.33's scheduler,
-:mod:`.engine`) with a PIM runtime attached (:func:`.runtimes.attach`), as
-:class:`~patton.serving.chat.Chat` does, but for cost only. Per scheduler step:
+:func:`measure` serves a conversation file through the step driver
+(:class:`~patton.serving.driver.Driver`: the embedded engine, vLLM 0.33's scheduler, with a
+PIM runtime attached), whose forward pass builds every step's programs for one layer
+(:data:`~patton.serving.forward.PARTS` batching: the decode tokens in one ``append`` call, the
+prefill chunks in one write call, a constant bf16 payload, :class:`~patton.serving.kv_data.
+Pattern`: timing does not depend on data; then one batched QK^T and one batched SV program of
+the decode requests). :class:`Costing` observes the driver and prices each step:
 
-1. ``engine.schedule()``: the block events go to the runtime (metadata only);
-2. the step's **KV writes** of one layer: every decode token in one ``append`` call, every
-   prefill chunk as ``write_many`` items (the payload is a constant bf16 pattern: timing does
-   not depend on data); Key programs are ``k_write``, Value programs and Commit Zone commits
-   ``v_write``;
-3. **attention** of the step's decode requests in that layer: one batched QK^T and one
-   batched SV program, each issued once per query head of a KV head's group (GQA);
-4. every program runs on the cycle model (:class:`~patton.sim.cycle_model.CycleModel`, drained,
+1. every program runs on the cycle model (:class:`~patton.sim.cycle_model.CycleModel`, drained,
    behind the exact cost reuse of :class:`~patton.sim.cost_cache.CostCache`), from the device
-   state the previous program left, and its cycles and energy go to its part. The cache is
-   the process's, one per front end (:func:`costs`), so a later run in the process reuses
-   what earlier ones simulated: models of one attention shape serving one workload issue
-   the same programs at other rows (Qwen3-8B after Llama-3-8B, Qwen1.5-7B after OPT-6.7B);
-5. the step's prefill chunks are priced on the GPU model (:mod:`.gpu_cost`): the whole
+   state the previous program left, and its cycles and energy go to its part: Key programs
+   are ``k_write``, Value programs and Commit Zone commits ``v_write``, then ``qk`` and
+   ``sv``, each issued once per query head of a KV head's group (GQA). The cache is the
+   process's, one per front end (:func:`costs`), so a later run in the process reuses what
+   earlier ones simulated: models of one attention shape serving one workload issue the same
+   programs at other rows (Qwen3-8B after Llama-3-8B, Qwen1.5-7B after OPT-6.7B);
+2. the step's prefill chunks are priced on the GPU model (:mod:`.gpu_cost`): the whole
    prefill minus the prefill the GPU reference (vLLM's own cache, :func:`reference`) needs,
-   per step (the paper's §5.3 method);
-6. ``engine.update()``.
+   per step (the paper's §5.3 method).
 
 **One layer simulated, every layer counted, exactly.** The runtime is laid out for one layer
 with the real per-layer row budget ``R`` (layer ``l`` of the model is layer 0 shifted by
@@ -40,10 +38,10 @@ at the same cost. Both are exact, not estimates (``tests/test_run_cost.py`` comp
 ``check=True`` verifies every program's schedule (:func:`patton.sim.check.verify_from`) and the
 engine/runtime mirror; ``replay=True`` also runs the programs on a
 :class:`~patton.sim.executor.FunctionalExecutor` with token-dependent data
-(:class:`~patton.serving.chat.TokenKV`) and compares every request's scores and outputs
-with the NumPy references, bit for bit (:mod:`.checks` for PATTON,
-:mod:`patton.runtime.reference.baselines` for a baseline). The functional model executes a
-few thousand instructions a second, so replay suits short runs of small workloads.
+(:class:`~patton.serving.kv_data.TokenKV`) and compares every request's scores and outputs
+with the NumPy references, bit for bit (:class:`~patton.serving.checks.Checks`). The
+functional model executes a few thousand instructions a second, so replay suits short runs of
+small workloads.
 
 ``docs/run-cost.md`` describes the figures and what they cost to compute.
 """
@@ -58,26 +56,30 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from patton.runtime.reference.baselines import sv_exact as baseline_sv
+from patton.eval import gpu_cost
 from patton.runtime.models import MODELS, ModelSpec
-from patton.runtime.interface import split_readouts
-from patton.runtime.patton.lifecycle import Runtime
+from patton.serving.adapter import attach
+from patton.serving import capacity as capacity_module
+from patton.serving.capacity import RUNTIMES, Requirements, capacity, max_context
+from patton.serving.checks import Checks
+from patton.serving.clients import ClientError
+from patton.serving.conversations import Conversation
+from patton.serving.driver import Driver
+from patton.serving.engine import EmbeddedEngine
+from patton.serving.forward import PARTS as BATCHING
+from patton.serving.interface import EngineParams, Request, StepOutput
+from patton.serving.kv_data import Pattern, TokenKV
+from patton.serving.work import Entry, StepWork
 from patton.sim.check import verify_from
 from patton.sim.cost_cache import CostCache
 from patton.sim.cycle_model import FRONTENDS, CycleModel, DeviceState
 from patton.sim.device import AF_ROW_BASE, DEVICE, params
 from patton.sim.energy import COMPONENTS, energy
-from patton.sim.executor import FunctionalExecutor, closed
+from patton.sim.executor import FunctionalExecutor
 from patton.sim.program import Program
-from patton.eval import gpu_cost
-from patton.serving import checks, runtimes
-from patton.serving.clients import ClientError, Clients
-from patton.serving.conversations import Conversation
-from patton.serving.engine import EmbeddedEngine, Sequence
-from patton.serving.vllm_engine import VllmParams
 
-__all__ = ["PARTS", "PartCost", "Reference", "RunCost", "foreign", "measure", "measure_many",
-           "pim_twins", "profile", "reference"]
+__all__ = ["PARTS", "Costing", "PartCost", "Reference", "RunCost", "foreign", "measure",
+           "measure_many", "pim_twins", "requirements", "reference"]
 
 #: The parts of PIM attention (the paper's Fig. 7): Key writes, Value writes (and Commit Zone
 #: commits), QK^T and SV.
@@ -220,9 +222,9 @@ class Reference:
                 self.max_batched_tokens, self.num_blocks)
 
 
-def profile(runtime: str) -> runtimes.Profile:
-    """Return how ``runtime`` is served (:data:`.runtimes.PROFILES`)."""
-    return runtimes.PROFILES[runtime]
+def requirements(runtime: str) -> Requirements:
+    """Return how ``runtime`` is served (:data:`~patton.serving.capacity.REQUIREMENTS`)."""
+    return capacity_module.REQUIREMENTS[runtime]
 
 
 # ------------------------------------------------------------------------------ arguments
@@ -257,9 +259,21 @@ def _counts(steps: int, clients: int, pool: int, max_model_len: int,
 # ------------------------------------------------------------------------------ reference
 
 
-def reference(conversations: Iterable[Conversation], model: str, *, steps: int, clients: int,
-              pool: int, max_model_len: int = 2048, max_batched_tokens: int = 2048,
-              num_blocks: int | None = None) -> Reference:
+class _Required:
+    """The GPU reference's observer: each request's prefix hit at its first scheduling."""
+
+    def __init__(self) -> None:
+        self.required: dict[str, int] = {}
+
+    def scheduled(self, work: StepWork) -> None:
+        for e in work.entries:
+            if e.seq.request_id not in self.required:
+                self.required[e.seq.request_id] = e.seq.cached_tokens
+
+
+def reference(conversations: Iterable[Conversation], model: str | ModelSpec, *, steps: int,
+              clients: int, pool: int, max_model_len: int = 2048,
+              max_batched_tokens: int = 2048, num_blocks: int | None = None) -> Reference:
     """Run the workload on the GPU reference (engine only) and record each request's hit.
 
     It runs ``2 * steps + 64`` steps at most (fewer if every conversation is served), so
@@ -271,32 +285,15 @@ def reference(conversations: Iterable[Conversation], model: str, *, steps: int, 
     """
     spec = _model(model)
     _counts(steps, clients, pool, max_model_len, max_batched_tokens, num_blocks)
-    convs = list(conversations)
-    cap = runtimes.capacity("gpu", spec, num_blocks=num_blocks,
-                            block_size=REFERENCE_BLOCK_SIZE)
-    engine = EmbeddedEngine(VllmParams(REFERENCE_BLOCK_SIZE, cap.num_blocks, clients,
-                                       max_batched_tokens, max_model_len))
-    model_ = Clients(convs, clients=clients, pool=pool, max_model_len=max_model_len)
-    required: dict[str, int] = {}
-    limit = 2 * steps + 64
-    done = 0
-    while done < limit:
-        for request, _ in model_.send():
-            engine.add(request)
-        if model_.in_flight == 0:
-            break
-        batch = engine.schedule()
-        if not batch.scheduled:
-            raise ClientError(f"reference step {done} scheduled nothing with "
-                              f"{model_.in_flight} request(s) in flight")
-        for seq, _ in batch.scheduled:
-            if seq.request_id not in required:
-                required[seq.request_id] = seq.cached_tokens
-        out = engine.update(batch)
-        model_.finish(f.request_id for f in out.finished)
-        done += 1
-    return Reference(required, spec.name, clients, pool, max_model_len, max_batched_tokens,
-                     num_blocks, steps, done)
+    cap = capacity("gpu", spec, num_blocks=num_blocks, block_size=REFERENCE_BLOCK_SIZE)
+    observer = _Required()
+    driver = Driver(EmbeddedEngine, EngineParams(REFERENCE_BLOCK_SIZE, cap.num_blocks, clients,
+                                                 max_batched_tokens, max_model_len),
+                    conversations, clients=clients, pool=pool, observers=[observer],
+                    max_steps=2 * steps + 64)
+    driver.run()
+    return Reference(observer.required, spec.name, clients, pool, max_model_len,
+                     max_batched_tokens, num_blocks, steps, driver.steps)
 
 
 # ------------------------------------------------------------------------------ the device
@@ -372,52 +369,14 @@ class _Device:
                 np.fromiter(e.components.values(), float, len(COMPONENTS)) * 1000.0, r.state)
 
 
-# ------------------------------------------------------------------------------ one step
-
-
-@dataclass
-class _Work:
-    """One step's device work, runtime-independent (the engine's decisions)."""
-
-    decode: list[tuple[Sequence, int, int]] = field(default_factory=list)  # seq, rid, block
-    pieces: list[tuple[Sequence, int, int, int, int]] = field(default_factory=list)
-    # (seq, block, offset, position, tokens) of the prefill chunks, block by block
-    chunks: list[tuple[Sequence, int, int]] = field(default_factory=list)  # (seq, new, ctx)
-    whole: list[tuple[int, int]] = field(default_factory=list)  # prefill chunks (new, ctx)
-    width: int = 0  # the SV buffer width (max decode table length x block size)
-
-
-def _work(batch: Any, engine: EmbeddedEngine, attached: runtimes.Attached) -> _Work:
-    """Split a step's schedule into decode tokens, prefill pieces and GPU chunks."""
-    bs = engine.params.block_size
-    tables = engine.kv.tables
-    w = _Work()
-    widest = 0
-    for (seq, n), start in zip(batch.scheduled, batch.starts):
-        table = tables[seq.request_id]
-        prompt = len(seq.tokens) - seq.num_output
-        if n == 1 and start >= prompt:
-            w.decode.append((seq, attached.ids[seq.request_id], table[start // bs]))
-            widest = max(widest, len(table))
-            continue
-        pos = start
-        while pos < start + n:
-            end = min(start + n, (pos // bs + 1) * bs)
-            w.pieces.append((seq, table[pos // bs], pos % bs, pos, end - pos))
-            pos = end
-        w.chunks.append((seq, n, start))
-        w.whole.append((n, start))
-    w.width = widest * bs
-    return w
-
-
-def _required(chunks: list[tuple[Sequence, int, int]], ref: Reference,
-              unreferenced: set[str]) -> list[tuple[int, int]]:
+def _required(chunks: list[Entry], ref: Reference, unreferenced: set[str]
+              ) -> list[tuple[int, int]]:
     """Of a step's prefill chunks, the parts the GPU reference computes too (``(new, ctx)``):
     the tokens past its prefix hit, on a request's first computation (tokens recomputed after a
     preemption are never required)."""
     out = []
-    for seq, n, start in chunks:
+    for e in chunks:
+        seq, n, start = e.seq, e.tokens, e.start
         if seq.num_preemptions:
             continue
         hit = ref.required.get(seq.request_id)
@@ -430,15 +389,9 @@ def _required(chunks: list[tuple[Sequence, int, int]], ref: Reference,
     return out
 
 
-def _split(w: Any) -> list[tuple[str, Program]]:
-    """The programs of a write call (``Writes`` or ``WriteProgram``) by part, non-empty."""
-    out = []
-    for part, prog in (("k_write", w.key), ("v_write", w.value), ("v_write", w.commit)):
-        if not isinstance(prog, Program):
-            prog = Program.of(list(prog))
-        if len(prog):
-            out.append((part, closed(prog)))
-    return out
+#: The part of Fig. 7 each phase of the forward pass's programs counts in.
+PART_OF = {"k_write": "k_write", "v_write": "v_write", "commits": "v_write", "qk": "qk",
+           "sv": "sv"}
 
 
 @dataclass
@@ -474,42 +427,33 @@ def pim_twins(a: ModelSpec, b: ModelSpec) -> bool:
         (b.layers, b.kv_heads, b.q_heads, b.d_head)
 
 
-class _Meter:
-    """One measured run: the engine, the runtime, the device per front end, the sums.
+class Costing:
+    """Prices every step of a run (see the module docstring); an observer of the driver.
 
     Several front ends (``lines``) cost the same programs, each from its own device state;
     several models that are :func:`pim_twins` (``pricings``) share the run, each priced on the
     GPU against its own reference.
+
+    Args:
+        runtime: the runtime's name (errors name it).
+        config: the runtime's geometry (its per-layer row band).
+        specs: the models priced (PIM twins).
+        refs: their GPU references, in order.
+        frontends: the cycle model's front ends.
+        check: verify every program (and the engine/runtime mirror, by the run's checks).
+        layers: layers counted (None: the model's).
+        on_step: called with each step's index after it.
     """
 
-    def __init__(self, conversations: list[Conversation], specs: list[ModelSpec],
-                 runtime: str, *, steps: int, frontends: list[str], clients: int, pool: int,
-                 max_model_len: int, max_batched_tokens: int, refs: list[Reference],
-                 check: bool, num_blocks: int | None, layers: int | None = None,
-                 replay: bool = False) -> None:
-        prof = profile(runtime)
+    def __init__(self, runtime: str, config: Any, specs: list[ModelSpec],
+                 refs: list[Reference], frontends: list[str], *, check: bool,
+                 layers: int | None = None,
+                 on_step: Callable[[int], None] | None = None) -> None:
         spec = specs[0]
-        self.spec = spec
         self.runtime_name = runtime
-        self.steps = steps
-        self.check = check
-        self.attached = runtimes.attach(runtime, spec, num_blocks=num_blocks,
-                                        block_size=prof.block_size, fill=False)
-        rt = self.attached.runtime
-        assert rt is not None
-        self.rt = rt
-        cap = self.attached.capacity
-        self.engine = EmbeddedEngine(
-            VllmParams(cap.block_size, cap.num_blocks, clients, max_batched_tokens,
-                       max_model_len, enable_prefix_caching=prof.prefix_caching),
-            observer=self.attached.observe, placement=self.attached.placement)
-        self.clients = Clients(conversations, clients=clients, pool=pool,
-                               max_model_len=max_model_len)
-        cfg = rt.config
-        self.cfg = cfg
         self.layers = spec.layers if layers is None else layers
         self.group = spec.q_heads // spec.kv_heads
-        band = getattr(cfg, "rows_per_layer", None)
+        band = getattr(config, "rows_per_layer", None)
         if not isinstance(band, int) or band < 1:
             raise ValueError(f"runtime {runtime!r} has no per-layer row band "
                              "(config.rows_per_layer): the layers cannot be counted")
@@ -521,171 +465,67 @@ class _Meter:
         self.prompts: dict[str, int] = {}
         self.finished_prompt = 0
         self.finished_cached = 0
+        self.on_step = on_step
+        self.started = time.perf_counter()
         self.timers = dict.fromkeys(("engine", "programs", "checks"), 0.0)
-        self._arrays: dict[tuple, np.ndarray] = {}
-        self.mismatches = 0
-        self.patton = isinstance(rt, Runtime)
-        self.functional = FunctionalExecutor(DEVICE) if replay else None
-        self.data = None
-        self.scratch = checks.Report()
-        if replay:
-            from patton.serving.chat import TokenKV
+        self._mark = self.started
+        self._progs: list[tuple[str, Program, int]] = []
 
-            self.data = TokenKV(cfg, 0)
+    # ------------------------------------------------------------------ hooks
 
-    # ------------------------------------------------------------------ data
+    def sent(self, request: Request, history: int) -> None:
+        """Remember the request's prompt (the hit rate is over finished requests)."""
+        self.prompts[request.request_id] = len(request.prompt)
 
-    def _pattern(self, shape: tuple[int, ...]) -> np.ndarray:
-        a = self._arrays.get(shape)
-        if a is None:
-            a = self._arrays[shape] = np.full(shape, PATTERN, np.uint16)
-        return a
+    def scheduled(self, work: StepWork) -> None:
+        """Begin the step: its preemptions, an empty chain."""
+        now = time.perf_counter()
+        self.timers["engine"] += now - self._mark
+        self._mark = now
+        self.counts["preemptions"] += len(work.schedule.preempted)
+        self._progs = []
 
-    def _kv(self, seq: Sequence, position: int, n: int) -> tuple[np.ndarray, np.ndarray]:
-        """``(layers, n, heads, D)`` Keys and Values of ``seq``'s tokens from ``position``."""
-        c = self.cfg
-        if self.data is None:
-            a = self._pattern((c.n_layers, n, c.heads, c.d_head))
-            return a, a
-        hashes = self.data.hashes(seq.request_id, seq.tokens, position + n)[position:]
-        return self.data.kv(hashes)
+    def ran(self, work: StepWork, phase: str, prog: Program, result: object) -> None:
+        """Add a program of layer 0 to the step's chain (QK^T and SV once per query head)."""
+        part = PART_OF[phase]
+        row = prog.row
+        if ((row >= self.band) & (row < AF_ROW_BASE)).any():
+            raise ValueError(f"runtime {self.runtime_name!r}: a {part} program addresses row "
+                             f"{int(row[row < AF_ROW_BASE].max())}, outside layer 0's band of "
+                             f"{self.band} rows; counting the layers assumes layer l is layer "
+                             "0 shifted by l bands")
+        self._progs.append((part, prog, self.group if part in ("qk", "sv") else 1))
 
-    # ------------------------------------------------------------------ the loop
-
-    def run(self, on_step: Callable[[int], None] | None) -> dict[tuple[str, str], RunCost]:
-        """Serve the workload; return a cost per (model, front end)."""
-        started = time.perf_counter()
-        index = 0
-        t = time.perf_counter
-        while index < self.steps:
-            t0 = t()
-            for request, _ in self.clients.send():
-                self.prompts[request.request_id] = len(request.prompt)
-                self.engine.add(request)
-            if self.clients.in_flight == 0:
-                break
-            batch = self.engine.schedule()
-            if not batch.scheduled:
-                raise ClientError(f"step {index} scheduled nothing with "
-                                  f"{self.clients.in_flight} request(s) in flight (too few "
-                                  "blocks for one request?)")
-            self.counts["preemptions"] += len(batch.preempted)
-            work = _work(batch, self.engine, self.attached)
-            t1 = t()
-            self.timers["engine"] += t1 - t0
-            self._step(work)
-            t2 = t()
-            out = self.engine.update(batch)
-            for f in out.finished:
-                self.finished_prompt += self.prompts.pop(f.request_id)
-                self.finished_cached += f.num_cached_tokens
-            self.clients.finish(f.request_id for f in out.finished)
-            if self.check:
-                for problem in runtimes.mirror_errors(self.engine.kv.pool, self.attached):
-                    self.device.problems.append(f"step {index}: {problem}")
-                    self.mismatches += 1
-            self.timers["engine"] += t() - t2
-            index += 1
-            if on_step is not None:
-                on_step(index - 1)
-        wall = time.perf_counter() - started
-        out = {}
-        for line in self.lines:
-            for pr in self.pricings:
-                phases = {"engine": self.timers["engine"], "programs": self.timers["programs"],
-                          "cycle_model": line.seconds, "gpu": pr.seconds,
-                          "checks": self.timers["checks"]}
-                out[pr.spec.name, line.frontend] = RunCost(
-                    model=pr.spec.name, runtime=self.runtime_name, frontend=line.frontend,
-                    steps=index, parts=line.parts, recompute_seconds=pr.recompute.seconds,
-                    recompute_joules=pr.recompute.joules,
-                    prefill_tokens=self.counts["prefill"], decode_tokens=self.counts["decode"],
-                    recomputed_tokens=pr.recomputed, preemptions=self.counts["preemptions"],
-                    hit_rate=self.finished_cached / self.finished_prompt
-                    if self.finished_prompt else 0.0,
-                    checked_programs=line.device.checked, violations=line.device.violations,
-                    wall_seconds=wall, mismatches=self.mismatches,
-                    unreferenced=len(pr.unreferenced),
-                    seconds_by_phase={k: round(v, 6) for k, v in phases.items()})
-        return out
-
-    def _step(self, work: _Work) -> None:
+    def stepped(self, work: StepWork | None, out: StepOutput) -> None:
+        """Price the step: its chain on every front end, its prefill on the GPU."""
+        assert work is not None
         t = time.perf_counter
         t0 = t()
-        progs = self._programs(work)
-        self.timers["programs"] += t() - t0
-        if progs:
+        self.timers["programs"] += t0 - self._mark
+        if self._progs:
             for line in self.lines:
                 t1 = t()
-                self._cost(progs, line)
+                self._cost(self._progs, line)
                 line.seconds += t() - t1
-        if work.whole:
-            whole = sum(n for n, _ in work.whole)
-            self.counts["prefill"] += whole
+        if work.prefill:
+            whole = [(e.tokens, e.start) for e in work.prefill]
+            total = sum(n for n, _ in whole)
+            self.counts["prefill"] += total
             for pr in self.pricings:
                 t2 = t()
-                required = _required(work.chunks, pr.ref, pr.unreferenced)
-                pr.recomputed += whole - sum(n for n, _ in required)
-                pr.recompute = pr.recompute + gpu_cost.recompute_cost(pr.gpu, work.whole,
-                                                                      required)
+                required = _required(work.prefill, pr.ref, pr.unreferenced)
+                pr.recomputed += total - sum(n for n, _ in required)
+                pr.recompute = pr.recompute + gpu_cost.recompute_cost(pr.gpu, whole, required)
                 pr.seconds += t() - t2
         self.counts["decode"] += len(work.decode)
+        for f in out.finished:
+            self.finished_prompt += self.prompts.pop(f.request_id)
+            self.finished_cached += f.num_cached_tokens
+        self._mark = t()
+        if self.on_step is not None:
+            self.on_step(work.index)
 
-    def _programs(self, work: _Work) -> list[tuple[str, Program, int]]:
-        """Write the step's KV and build layer 0's attention: ``(part, program, repeats)``."""
-        rt = self.rt
-        c = self.cfg
-        progs: list[tuple[str, Program, int]] = []
-        if work.decode:
-            blocks = [b for _, _, b in work.decode]
-            if self.data is None:
-                kv = self._pattern((len(blocks), c.n_layers, c.heads, c.d_head))
-                keys = values = kv
-            else:
-                pairs = [self._kv(seq, len(seq.tokens) - 1, 1) for seq, _, _ in work.decode]
-                keys = np.stack([k[:, 0] for k, _ in pairs])
-                values = np.stack([v[:, 0] for _, v in pairs])
-            progs += [(p, prog, 1) for p, prog in _split(rt.append(blocks, keys, values))]
-        if work.pieces:
-            items = []
-            for seq, block, offset, position, n in work.pieces:
-                k, v = self._kv(seq, position, n)
-                items.append((block, offset, k, v))
-            write_program = getattr(rt, "write_program", None)
-            w = write_program(items) if write_program is not None else \
-                rt.write_many(items, emit=True)
-            progs += [(p, prog, 1) for p, prog in _split(w)]
-        if self.functional is not None:
-            for _, prog, _ in progs:
-                self.functional.run(prog)
-        if work.decode:
-            rids = [rid for _, rid, _ in work.decode]
-            if self.data is None:
-                queries = self._pattern((len(rids), c.heads, c.d_head))
-            else:
-                queries = np.stack([self.data.query(self.data.hashes(
-                    seq.request_id, seq.tokens, len(seq.tokens))[-1])[0]
-                    for seq, _, _ in work.decode])
-            qk, qk_plans = rt.qk_step(rids, 0, queries)
-            qk = closed(qk)
-            buf = rt.sv_buffer(rids, 0, work.width)
-            if self.functional is not None:
-                self._check_qk(work, qk, qk_plans, queries, buf)
-            sv, sv_plans = rt.sv_step(rids, 0, buf)
-            sv = closed(sv)
-            if self.functional is not None:
-                self._check_sv(work, sv, sv_plans, buf)
-            progs += [("qk", qk, self.group), ("sv", sv, self.group)]
-        for part, prog, _ in progs:
-            row = prog.row
-            if ((row >= self.band) & (row < AF_ROW_BASE)).any():
-                raise ValueError(f"runtime {self.runtime_name!r}: a {part} program addresses "
-                                 f"row {int(row[row < AF_ROW_BASE].max())}, outside layer 0's "
-                                 f"band of {self.band} rows; counting the layers assumes layer "
-                                 "l is layer 0 shifted by l bands")
-        return progs
-
-    # ------------------------------------------------------------------ cost
+    # ------------------------------------------------------------------ the cost
 
     def _chain(self, progs: list[tuple[str, Program, int]], state: DeviceState,
                device: _Device) -> tuple[dict[str, list], DeviceState]:
@@ -728,80 +568,52 @@ class _Meter:
             done += times
         line.state = state
 
-    # ------------------------------------------------------------------ checks
+    # ------------------------------------------------------------------ the figures
 
-    def _check_qk(self, work: _Work, qk: Program, plans: list, queries: np.ndarray,
-                  buf: np.ndarray) -> None:
-        t0 = time.perf_counter()
-        assert self.functional is not None and self.data is not None
-        c = self.cfg
-        readouts = self.functional.run(qk).readouts
-        try:
-            per = split_readouts(plans, readouts, c)
-        except ValueError as e:
-            self.mismatches += 1
-            self.device.problems.append(f"QK^T: {e}")
-            return
-        for i, ((seq, rid, _), plan) in enumerate(zip(work.decode, plans)):
-            scores = plan.decode(per[i], c)
-            index = self.rt.token_index(rid)
-            scores = scores[:, index]
-            keys, _ = self._kv(seq, 0, len(seq.tokens))
-            bad = checks.check_scores(keys[0], queries[i], scores, self.scratch)
-            if bad:
-                self.mismatches += bad
-                self.device.problems.append(f"{seq.request_id}: {bad} QK^T score(s) differ")
-            buf[i][:, index] = checks.softmax(scores, c.d_head)
-        self.timers["checks"] += time.perf_counter() - t0
-
-    def _check_sv(self, work: _Work, sv: Program, plans: list, buf: np.ndarray) -> None:
-        t0 = time.perf_counter()
-        assert self.functional is not None
-        c = self.cfg
-        readouts = self.functional.run(sv).readouts
-        try:
-            per = split_readouts(plans, readouts, c)
-        except ValueError as e:
-            self.mismatches += 1
-            self.device.problems.append(f"SV: {e}")
-            return
-        for i, ((seq, rid, _), plan) in enumerate(zip(work.decode, plans)):
-            outs = plan.decode(per[i], c)
-            index = self.rt.token_index(rid)
-            _, values = self._kv(seq, 0, len(seq.tokens))
-            blocks = len(self.rt.table(rid))
-            if self.patton:
-                bad = checks.check_outputs(values[0], buf[i][:, index], outs, plan, index,
-                                           blocks, c.block_size, self.scratch)
-            else:  # a baseline's plan: its own reduction order
-                bad = 0
-                for h in range(c.heads):
-                    table = np.zeros((blocks * c.block_size, c.d_head), np.uint16)
-                    table[index] = values[0][:, h]
-                    bad += int((outs[h] != baseline_sv(plan, h, table, buf[i][h])).sum())
-            if bad:
-                self.mismatches += bad
-                self.device.problems.append(f"{seq.request_id}: {bad} SV output(s) differ")
-        self.timers["checks"] += time.perf_counter() - t0
+    def costs(self, steps: int, checks: Checks | None) -> dict[tuple[str, str], RunCost]:
+        """Return a cost per (model, front end) of a run of ``steps`` steps."""
+        wall = time.perf_counter() - self.started
+        mismatches = checks.total.mismatches if checks is not None else 0
+        out = {}
+        for line in self.lines:
+            for pr in self.pricings:
+                phases = {"engine": self.timers["engine"], "programs": self.timers["programs"],
+                          "cycle_model": line.seconds, "gpu": pr.seconds,
+                          "checks": self.timers["checks"]}
+                out[pr.spec.name, line.frontend] = RunCost(
+                    model=pr.spec.name, runtime=self.runtime_name, frontend=line.frontend,
+                    steps=steps, parts=line.parts, recompute_seconds=pr.recompute.seconds,
+                    recompute_joules=pr.recompute.joules,
+                    prefill_tokens=self.counts["prefill"], decode_tokens=self.counts["decode"],
+                    recomputed_tokens=pr.recomputed, preemptions=self.counts["preemptions"],
+                    hit_rate=self.finished_cached / self.finished_prompt
+                    if self.finished_prompt else 0.0,
+                    checked_programs=line.device.checked, violations=line.device.violations,
+                    wall_seconds=wall, mismatches=mismatches,
+                    unreferenced=len(pr.unreferenced),
+                    seconds_by_phase={k: round(v, 6) for k, v in phases.items()})
+        return out
 
 
 # ------------------------------------------------------------------------------ measure
 
 
-def _prepare(conversations: Iterable[Conversation], model: str | ModelSpec | list[Any],
-             runtime: str, *, steps: int, frontend: str | list[str], clients: int, pool: int,
-             max_model_len: int, max_batched_tokens: int,
-             ref: Reference | list[Reference] | None, check: bool, num_blocks: int | None,
-             layers: int | None = None, replay: bool = False) -> _Meter:
-    """The meter of a run: one or several models (PIM twins), one or several front ends."""
+def _run(conversations: Iterable[Conversation], model: str | ModelSpec | list[Any],
+         runtime: str, *, steps: int, frontend: str | list[str], clients: int, pool: int,
+         max_model_len: int, max_batched_tokens: int,
+         ref: Reference | list[Reference] | None, check: bool, num_blocks: int | None,
+         layers: int | None = None, replay: bool = False,
+         on_step: Callable[[int], None] | None = None,
+         observers: Iterable[object] = ()) -> dict[tuple[str, str], RunCost]:
+    """A measured run: one or several models (PIM twins), one or several front ends."""
     specs = [_model(m) for m in ([model] if isinstance(model, (str, ModelSpec)) else model)]
     frontends = [frontend] if isinstance(frontend, str) else list(frontend)
     _counts(steps, clients, pool, max_model_len, max_batched_tokens, num_blocks)
     if runtime == "gpu":
         raise ValueError("runtime 'gpu' is vLLM's own KV cache: it has no PIM programs to "
                          "cost (it is the reference: use reference())")
-    if runtime not in runtimes.VARIANTS:
-        raise ValueError(f"unknown runtime {runtime!r}; known: {', '.join(runtimes.VARIANTS)}")
+    if runtime not in RUNTIMES:
+        raise ValueError(f"unknown runtime {runtime!r}; known: {', '.join(RUNTIMES)}")
     if not specs or not frontends:
         raise ValueError("a run needs at least one model and one front end")
     for f in frontends:
@@ -813,10 +625,11 @@ def _prepare(conversations: Iterable[Conversation], model: str | ModelSpec | lis
         if not pim_twins(specs[0], s):
             raise ValueError(f"{s.name} and {specs[0].name} have different attention shapes: "
                              "one run serves only models that are PIM twins")
-    if (check or replay) and len(specs) * len(frontends) > 1:
+    check = check or replay
+    if check and len(specs) * len(frontends) > 1:
         raise ValueError("a checked run costs one model on one front end")
     spec = specs[0]
-    limit = runtimes.max_context(runtime, spec)
+    limit = max_context(runtime, spec)
     if limit is not None and max_model_len > limit:
         raise ValueError(f"runtime {runtime!r} holds at most {limit} tokens of {spec.name} "
                          f"context; max_model_len is {max_model_len}")
@@ -837,41 +650,58 @@ def _prepare(conversations: Iterable[Conversation], model: str | ModelSpec | lis
                              f"max_model_len, max_batched_tokens, num_blocks) = "
                              f"{given[k].workload()}, this run is {want}")
         refs.append(given[k])
-    return _Meter(convs, specs, runtime, steps=steps, frontends=frontends, clients=clients,
-                  pool=pool, max_model_len=max_model_len,
-                  max_batched_tokens=max_batched_tokens, refs=refs, check=check or replay,
-                  num_blocks=num_blocks, layers=layers, replay=replay)
+    needs = requirements(runtime)
+    attached = attach(runtime, spec, num_blocks=num_blocks, block_size=needs.block_size,
+                      fill=False)
+    rt = attached.runtime
+    assert rt is not None
+    cap = attached.capacity
+    params = EngineParams(cap.block_size, cap.num_blocks, clients, max_batched_tokens,
+                          max_model_len, enable_prefix_caching=needs.prefix_caching)
+    costing = Costing(runtime, rt.config, specs, refs, frontends, check=check, layers=layers,
+                      on_step=on_step)
+    data: Pattern | TokenKV = TokenKV(rt.config, 0) if replay else Pattern(rt.config)
+    executor = FunctionalExecutor(DEVICE) if replay else None
+    checks = Checks(attached, data, executor, placements=False) if check else None
+    driver = Driver(EmbeddedEngine, params, convs, clients=clients, pool=pool,
+                    attached=attached,
+                    observers=[*([checks] if checks is not None else []), costing, *observers],
+                    data=data, executor=executor, batching=BATCHING, max_steps=steps)
+    driver.run()
+    return costing.costs(driver.steps, checks)
 
 
-def measure(conversations: Iterable[Conversation], model: str, runtime: str, *, steps: int,
-            frontend: str = "shared", clients: int, pool: int, max_model_len: int = 2048,
-            max_batched_tokens: int = 2048, reference: Reference | None = None,
-            check: bool = False, on_step: Callable[[int], None] | None = None,
-            num_blocks: int | None = None, replay: bool = False) -> RunCost:
+def measure(conversations: Iterable[Conversation], model: str | ModelSpec, runtime: str, *,
+            steps: int, frontend: str = "shared", clients: int, pool: int,
+            max_model_len: int = 2048, max_batched_tokens: int = 2048,
+            reference: Reference | None = None, check: bool = False,
+            on_step: Callable[[int], None] | None = None, num_blocks: int | None = None,
+            replay: bool = False, layers: int | None = None,
+            observers: Iterable[object] = ()) -> RunCost:
     """Serve ``conversations`` for ``steps`` steps with ``runtime`` attached; return the cost.
 
-    ``model`` is a preset of :data:`patton.runtime.patton.config.MODELS`, ``runtime`` a PIM variant of
-    :data:`.runtimes.VARIANTS` (served as :func:`profile` says: block size, prefix caching,
-    context limit). The engine has ``clients`` sequences, ``max_batched_tokens`` tokens per
-    step and the runtime's capacity (the 16 GiB device, or ``num_blocks`` blocks of KV memory).
-    ``reference`` is the GPU reference of the same workload (computed when None).
-    ``on_step(i)`` is called after step ``i``. ``check`` verifies every program and the
-    engine/runtime mirror; ``replay`` (which implies it) also runs them on the functional
-    model and compares attention bit for bit (slow: short runs only).
+    ``model`` is a preset of :data:`patton.runtime.models.MODELS`, ``runtime`` a PIM runtime
+    of :data:`~patton.serving.capacity.RUNTIMES` (served as :func:`requirements` says: block
+    size, prefix caching, context limit). The engine has ``clients`` sequences,
+    ``max_batched_tokens`` tokens per step and the runtime's capacity (the 16 GiB device, or
+    ``num_blocks`` blocks of KV memory). ``reference`` is the GPU reference of the same
+    workload (computed when None). ``on_step(i)`` is called after step ``i``. ``check``
+    verifies every program and the engine/runtime mirror; ``replay`` (which implies it) also
+    runs them on the functional model and compares attention bit for bit (slow: short runs
+    only). ``layers`` counts that many layers instead of the model's; ``observers`` watch the
+    run's driver too (after the costing: a ``program`` hook may replace what is costed).
 
     Raises:
-        ValueError: an unknown model, runtime or front end, the ``gpu`` variant (no PIM), a
+        ValueError: an unknown model, runtime or front end, the ``gpu`` runtime (no PIM), a
             bad count, a context longer than the runtime supports, or a reference of
             another workload.
         ClientError: a step scheduled nothing (too few blocks for one request).
     """
-    spec = _model(model)
-    (cost,) = measure_many(conversations, [spec], runtime, steps=steps, frontends=[frontend],
-                           clients=clients, pool=pool, max_model_len=max_model_len,
-                           max_batched_tokens=max_batched_tokens,
-                           references=None if reference is None else [reference],
-                           check=check, on_step=on_step, num_blocks=num_blocks,
-                           replay=replay).values()
+    (cost,) = _run(conversations, _model(model), runtime, steps=steps, frontend=frontend,
+                   clients=clients, pool=pool, max_model_len=max_model_len,
+                   max_batched_tokens=max_batched_tokens, ref=reference, check=check,
+                   num_blocks=num_blocks, layers=layers, replay=replay, on_step=on_step,
+                   observers=observers).values()
     return cost
 
 
@@ -896,12 +726,11 @@ def measure_many(conversations: Iterable[Conversation], models: Iterable[str | M
             front end named twice, or a checked run of several.
         ClientError: a step scheduled nothing.
     """
-    meter = _prepare(conversations, list(models), runtime, steps=steps,
-                     frontend=list(frontends), clients=clients, pool=pool,
-                     max_model_len=max_model_len, max_batched_tokens=max_batched_tokens,
-                     ref=None if references is None else list(references), check=check,
-                     num_blocks=num_blocks, replay=replay)
-    return meter.run(on_step)
+    return _run(conversations, list(models), runtime, steps=steps, frontend=list(frontends),
+                clients=clients, pool=pool, max_model_len=max_model_len,
+                max_batched_tokens=max_batched_tokens,
+                ref=None if references is None else list(references), check=check,
+                num_blocks=num_blocks, replay=replay, on_step=on_step)
 
 
 # ------------------------------------------------------------------------------ entry point

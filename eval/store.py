@@ -8,7 +8,7 @@ next run takes those results instead of running the tasks again.
 
 A result is reused only when both its description and its fingerprint are the current ones:
 the fingerprint is a SHA-256 over the source of every ``patton`` package (Python files, the
-cycle kernel's C and the packaged data) and the benchmarks the tasks import, so any change
+cycle kernel's C and the packaged data), so any change
 to the code invalidates every stored result (stale figures are never mixed with new ones). A
 file that cannot be read as a stored task is an error naming the file, not a miss.
 """
@@ -23,12 +23,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from patton.eval.tasks import BENCHMARKS, Task, TaskError, describe
+from patton.eval.tasks import Task, TaskError, describe
 
 __all__ = ["Store", "StoreError", "fingerprint"]
 
 #: The packages whose source makes up the fingerprint.
-PACKAGES = ("patton", "patton.sim", "patton.hw", "patton.runtime", "patton.tb", "patton.eval")
+PACKAGES = ("patton", "patton.sim", "patton.serving", "patton.hw", "patton.runtime",
+            "patton.tb", "patton.eval")
 #: Kinds of files whose content makes up the fingerprint.
 SOURCES = (".py", ".c", ".json", ".jsonl")
 
@@ -38,15 +39,12 @@ class StoreError(TaskError):
 
 
 def _roots() -> list[Path]:
-    """The folders of the ``patton`` packages (found without importing them) and
-    ``benchmarks/``."""
+    """The folders of the ``patton`` packages (found without importing them)."""
     roots = []
     for name in PACKAGES:
         spec = importlib.util.find_spec(name)
         if spec is not None and spec.submodule_search_locations:
             roots.extend(Path(p).resolve() for p in spec.submodule_search_locations)
-    if BENCHMARKS.is_dir():
-        roots.append(BENCHMARKS)
     return roots
 
 

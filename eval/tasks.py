@@ -32,39 +32,25 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import importlib.util
-import json
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 __all__ = [
-    "BENCHMARKS",
-    "RUN_COST",
     "CostPass",
     "CostTask",
     "FragmentationTask",
     "HitTask",
-    "RunCostUnavailable",
     "Task",
     "TaskError",
     "ValueWriteTask",
     "affinity",
-    "benchmark",
     "conversations",
     "describe",
     "passes",
     "run",
-    "run_cost_available",
 ]
-
-#: The repository's ``benchmarks/`` folder (the microbenchmarks' code lives there).
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 #: ShareGPT conversations every serving task draws from (whole messages, the paper's; 3.9 M
 #: tokens, enough for > 12,000 steps of 32 clients; built from the wheel in about 5 s).
@@ -73,10 +59,6 @@ CONVERSATIONS = 3000
 
 class TaskError(RuntimeError):
     """A task could not run (its message names the task and the reason)."""
-
-
-class RunCostUnavailable(TaskError):
-    """``patton.eval.cost`` (Fig. 7 and Fig. 8's cost of a serving run) is missing."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,8 +286,7 @@ def run(task: Unit, progress: Progress | None = None) -> Any:
     :class:`CostPass`, a list of those, one per task in its order).
 
     Raises:
-        RunCostUnavailable: a :class:`CostTask` without ``patton.eval.cost``.
-        TaskError: a microbenchmark's code is missing or failed.
+        TaskError: the task could not run.
     """
     start = time.perf_counter()
     if isinstance(task, CostPass):
@@ -351,20 +332,6 @@ def conversations(count: int, max_message_tokens: int | None = None) -> tuple:
     return tuple(from_sharegpt(count=count, max_message_tokens=max_message_tokens))
 
 
-#: The module Fig. 7 and Fig. 8's tasks measure with.
-RUN_COST = "patton.eval.cost"
-
-
-def run_cost_available() -> bool:
-    """Whether :data:`RUN_COST` can be imported (without importing it)."""
-    if RUN_COST in sys.modules:
-        return True
-    try:
-        return importlib.util.find_spec(RUN_COST) is not None
-    except (ImportError, ValueError):
-        return False
-
-
 def _model(name: str) -> Any:
     from patton.runtime.models import model
 
@@ -375,11 +342,8 @@ def _model(name: str) -> Any:
 
 
 def _cost(task: CostTask, progress: Progress | None) -> dict[str, Any]:
-    try:
-        from patton.eval import cost as run_cost
-    except ImportError as e:
-        raise RunCostUnavailable(f"{task.key}: patton.eval.cost is not available "
-                                 f"({e}); Fig. 7 and Fig. 8 need it") from None
+    from patton.eval import cost as run_cost
+
     convs = list(conversations(task.conversations, task.max_message_tokens))
     spec = _model(task.model)
     t = time.perf_counter()
@@ -398,11 +362,8 @@ def _cost(task: CostTask, progress: Progress | None) -> dict[str, Any]:
 
 
 def _cost_pass(group: CostPass, progress: Progress | None) -> list[dict[str, Any]]:
-    try:
-        from patton.eval import cost as run_cost
-    except ImportError as e:
-        raise RunCostUnavailable(f"{group.key}: patton.eval.cost is not available "
-                                 f"({e}); Fig. 7 and Fig. 8 need it") from None
+    from patton.eval import cost as run_cost
+
     first = group.tasks[0]
     convs = list(conversations(first.conversations, first.max_message_tokens))
     specs = [_model(m) for m in dict.fromkeys(t.model for t in group.tasks)]
@@ -435,7 +396,7 @@ def _cost_pass(group: CostPass, progress: Progress | None) -> list[dict[str, Any
 REPLAY_STEPS = 8
 
 
-def _replay(run_cost: ModuleType, spec: Any, task: CostTask) -> dict[str, Any]:
+def _replay(run_cost: Any, spec: Any, task: CostTask) -> dict[str, Any]:
     from patton.serving.chat import DEMO_CONVERSATIONS
     from patton.serving.conversations import read
 
@@ -467,7 +428,8 @@ def _every(progress: Progress | None, n: int) -> Callable[[int], None] | None:
 
 
 class _Steps:
-    """A tqdm-like ``update(n)`` for ``Meter.progress`` that forwards to ``progress``."""
+    """A tqdm-like ``update(n)`` for the serve meter's ``progress``, forwarding to
+    ``progress``."""
 
     def __init__(self, progress: Progress) -> None:
         self.progress = progress
@@ -477,81 +439,37 @@ class _Steps:
 
 
 def _hits(task: HitTask, progress: Progress | None) -> dict[str, Any]:
-    from patton.cli.serve import Meter
-    from patton.serving.clients import run as serve
-    from patton.serving.engine import EmbeddedEngine
-    from patton.serving.runtimes import attach
-    from patton.serving.vllm_engine import VllmParams
+    from patton.serving.serve import serve
 
-    convs = conversations(task.conversations, task.max_message_tokens)
-    attached = attach(task.runtime, _model(task.model), num_blocks=task.num_blocks,
-                      block_size=task.block_size)
-    params = VllmParams(block_size=task.block_size, num_blocks=attached.capacity.num_blocks,
-                        max_num_seqs=task.clients,
-                        max_num_batched_tokens=task.max_batched_tokens,
-                        max_model_len=task.max_model_len)
-    engine = EmbeddedEngine(params, observer=attached.observe, placement=attached.placement)
-    meter = Meter(engine, {c.id: c for c in convs}, task.max_model_len, attached,
-                  engine.kv.pool, _Steps(progress) if progress is not None else None)
-    result = serve(meter, convs, clients=task.clients, pool=task.pool,
-                   max_model_len=task.max_model_len, max_steps=task.steps)
+    served = serve(conversations(task.conversations, task.max_message_tokens), task.runtime,
+                   _model(task.model), clients=task.clients, pool=task.pool,
+                   num_blocks=task.num_blocks, block_size=task.block_size,
+                   max_batched_tokens=task.max_batched_tokens,
+                   max_model_len=task.max_model_len, steps=task.steps,
+                   progress=_Steps(progress) if progress is not None else None)
     if progress is not None:
-        progress(task.steps - meter.steps // 64 * 64)  # what Meter has not reported
-    out: dict[str, Any] = result.report().as_dict()
-    out["complete"] = result.complete
-    out["live_context_tokens"] = meter.report()
-    out.update(attached.report())
-    out["num_blocks"] = params.num_blocks
+        progress(task.steps - served.meter.steps // 64 * 64)  # what Meter has not reported
+    out = served.report()
+    out["num_blocks"] = served.params.num_blocks
     return out
 
 
 # -------------------------------------------------------------------------------- micro
 
 
-def benchmark(name: str) -> ModuleType:
-    """Import ``benchmarks/<name>.py`` by path (the scripts are not a package).
-
-    Raises:
-        TaskError: the file is not there (an installed copy without the repository).
-    """
-    path = BENCHMARKS / f"{name}.py"
-    if not path.is_file():
-        raise TaskError(f"{path}: not found; the microbenchmarks run from the repository's "
-                        f"benchmarks/ folder")
-    mod_name = f"_patton_benchmarks_{name}"
-    if mod_name in sys.modules:
-        return sys.modules[mod_name]
-    spec = importlib.util.spec_from_file_location(mod_name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[mod_name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def _fragmentation(task: FragmentationTask) -> dict[str, Any]:
-    frag = benchmark("runtime_fragmentation")
-    c1, e1 = frag.measure(1, task.channels, task.with_gb)
-    ck, ek = frag.measure(task.fragments, task.channels, task.with_gb)
+    from patton.eval.micro.fragmentation import measure
+
+    c1, e1 = measure(1, task.channels, task.with_gb)
+    ck, ek = measure(task.fragments, task.channels, task.with_gb)
     return {"one_run": {"cycles": c1, "energy_nj": e1},
             "fragmented": {"cycles": ck, "energy_nj": ek},
             "latency": ck / c1, "energy": ek / e1}
 
 
 def _value_writes(task: ValueWriteTask) -> dict[str, Any]:
-    # The benchmark's scenario is built in its main(); run the script itself (--json) rather
-    # than restate its parameters here.
-    path = BENCHMARKS / "runtime_value_writes.py"
-    if not path.is_file():
-        raise TaskError(f"{path}: not found; the microbenchmarks run from the repository's "
-                        f"benchmarks/ folder")
-    cmd = [sys.executable, str(path), "--model", task.model, "--requests", str(task.requests),
-           "--steps", str(task.steps), "--seed", str(task.seed), "--timing", task.timing,
-           "--frontend", task.frontend, "--json"]
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise TaskError(f"{task.key}: {' '.join(cmd[1:])} exited {done.returncode}: "
-                        f"{done.stderr.strip()[-2000:]}")
-    data = json.loads(done.stdout)
-    (figures,) = data["timing"].values()  # one timing and one front end: one entry
-    return figures
+    from patton.eval.micro.value_writes import measure
+    from patton.runtime.patton.config import Config
+
+    return measure(Config(_model(task.model), layers=1), task.requests, task.steps, task.seed,
+                   task.timing, task.frontend)

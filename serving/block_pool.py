@@ -17,49 +17,20 @@ One full-attention KV cache group, prefix caching on (``vllm/v1/core/block_pool.
   the same key); a lookup returns the first.
 
 Every transition is reported, in program order, to an optional observer as a
-:class:`BlockEvent` (none of vLLM's own KV events carry block ids; these do).
+:class:`~patton.serving.events.BlockEvent`.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
 
-__all__ = ["BlockEvent", "Observer", "BlockPool", "NULL_BLOCK",
-           "ALLOC", "SHARE", "CACHE", "UNSHARE", "RELEASE", "EVICT"]
+from patton.serving.events import BlockEvent, EventKind, Observer
+
+__all__ = ["BlockPool", "NULL_BLOCK"]
 
 #: vLLM's reserved placeholder block (never handed out).
 NULL_BLOCK = 0
-
-ALLOC = "alloc"  # a free block popped and given to a request (ref 0 -> 1)
-SHARE = "share"  # a cached block hit by a request (touch: ref + 1; leaves the queue at ref 0)
-CACHE = "cache"  # a full block's key attached (it is immutable from now on)
-UNSHARE = "unshare"  # a request dropped its reference; others still hold the block (ref > 0)
-RELEASE = "release"  # a request dropped the last reference (ref 0): the block joins the queue
-EVICT = "evict"  # a cached free block's key dropped (on reuse, or for a runtime's placement)
-
-
-@dataclass(frozen=True, slots=True)
-class BlockEvent:
-    """One block transition.
-
-    Invariants: ``kind`` is one of ALLOC, SHARE, CACHE, UNSHARE, RELEASE, EVICT; ``block_id``
-    is never the null block; ``key`` is the block's prefix key for CACHE and EVICT (None
-    otherwise); ``ref`` is the block's reference count after the transition; ``request_id``
-    is the request whose operation caused it (for EVICT, the request the block is taken for,
-    or None when a runtime's placement evicts it ahead of the pop).
-    """
-
-    kind: str
-    block_id: int
-    request_id: str | None
-    key: int | None = None
-    ref: int = 0
-
-
-#: Receives every :class:`BlockEvent` in program order.
-Observer = Callable[[BlockEvent], None]
 
 
 class BlockPool:
@@ -116,7 +87,7 @@ class BlockPool:
                 self._drop(b, request_id)
             ref[b] = 1
             if emit is not None:
-                emit(BlockEvent(ALLOC, b, request_id, None, 1))
+                emit(BlockEvent(EventKind.ALLOC, b, request_id, None, 1))
         return out
 
     def touch(self, blocks: Sequence[int], request_id: str | None) -> None:
@@ -127,7 +98,7 @@ class BlockPool:
                 del free[b]
             ref[b] += 1
             if emit is not None:
-                emit(BlockEvent(SHARE, b, request_id, None, ref[b]))
+                emit(BlockEvent(EventKind.SHARE, b, request_id, None, ref[b]))
 
     def cache(self, block: int, key: int, request_id: str | None) -> None:
         """Attach ``key`` to a full block and enter it in the map (duplicates allowed)."""
@@ -142,7 +113,7 @@ class BlockPool:
         elif block not in blocks:
             blocks.append(block)
         if self.observer is not None:
-            self.observer(BlockEvent(CACHE, block, request_id, key, self.ref[block]))
+            self.observer(BlockEvent(EventKind.CACHE, block, request_id, key, self.ref[block]))
 
     def free(self, ordered: Iterable[int], request_id: str | None) -> None:
         """Drop one reference to each block, given in eviction priority (first = reused first).
@@ -158,9 +129,9 @@ class BlockPool:
             if ref[b] == 0:
                 (first if key[b] is None else last).append(b)
                 if emit is not None:
-                    emit(BlockEvent(RELEASE, b, request_id, None, 0))
+                    emit(BlockEvent(EventKind.RELEASE, b, request_id, None, 0))
             elif emit is not None:
-                emit(BlockEvent(UNSHARE, b, request_id, None, ref[b]))
+                emit(BlockEvent(EventKind.UNSHARE, b, request_id, None, ref[b]))
         free = self._free
         if first:
             for b in reversed(first):
@@ -195,4 +166,4 @@ class BlockPool:
             del self._map[k]
         self.key[block] = None
         if self.observer is not None:
-            self.observer(BlockEvent(EVICT, block, request_id, k, self.ref[block]))
+            self.observer(BlockEvent(EventKind.EVICT, block, request_id, k, self.ref[block]))

@@ -1,28 +1,44 @@
-"""What a serving replay checks: attention against the references, placements in the mats.
+"""The serving run's checks: everything the device returns and the runtime places, against the
+references.
 
-:func:`check_attention` runs one request's QK^T and SV in every layer and compares each score
-and output read back with :mod:`patton.runtime.reference.attention`: bit-exact against the
-documented datapath in the plan's order, and within :data:`TOLERANCE` of float64.
-:func:`check_placements` reads every written token of every bound block from the mats where
-the metadata says. Both add to a :class:`Report`, which also carries the Value-write figures
-:func:`patton.serving.loop.execute` measures.
+:class:`Checks` observes the step driver (:mod:`patton.serving.driver`) and checks, per step:
+
+- **placements**: every KV element the step wrote is in the device's mats where the runtime's
+  metadata says, read back through every reader the executor offers (the RTL's mats and the
+  functional model's);
+- **commits** (PATTON): the committed block's O1V is the one reserved at allocation, it holds
+  what the Commit Zone slot held (read from the device before the commit) plus the filling
+  tokens, the slot is released;
+- **attention**: scores and outputs bit-exact against the NumPy reference of the datapath in
+  the plan's order (PATTON's, or a baseline's) and within :data:`TOLERANCE` of float64;
+- **timing and protocol**: zero violations from ``verify`` on the schedule of every program
+  (an executor that checks itself, the RTL, reports its scoreboard's discrepancies instead);
+- **the mirror**: the runtime's bound blocks are the engine's running and cached blocks.
+
+Every failure names the step, the block or request, the place or command and the expected and
+actual values (:attr:`Found.failures`). :meth:`Checks.sweep` reads every bound block back at
+any time. The comparisons themselves are functions (:func:`check_scores`,
+:func:`check_outputs`, :func:`block_errors`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
-from patton.runtime.reference import attention as ref
+from patton.runtime.interface import KvRuntime
 from patton.runtime.patton.lifecycle import Runtime
 from patton.runtime.patton.metadata import CzPlace, ValuePlace
 from patton.runtime.programs.plans import SvPlan
+from patton.runtime.reference import attention as ref
+from patton.runtime.reference.baselines import sv_exact as baseline_sv
+from patton.serving.adapter import Attached, mirror_errors
+from patton.serving.kv_data import KvData, TokenKV
+from patton.serving.work import StepWork
 from patton.sim import datapath as dp
-from patton.sim.executor import Executor
-from patton.sim.functional import FunctionalModel
-from patton.sim.isa import Instruction
-from patton.serving.scenario import Tokens
+from patton.sim.check import verify_from
+from patton.sim.executor import Executor, Peek, Result
 
 #: Stated float64 tolerance, relative to ``sum |a_i b_i|`` of each dot product: one bf16
 #: read-out rounding per segment (at most 2**-8 of the partial, reached when one term dominates
@@ -30,33 +46,21 @@ from patton.serving.scenario import Tokens
 #: (below 1e-6, ``docs/numerics.md``) and the host's float32 sums of segment read-outs.
 TOLERANCE = 2.0 ** -8 + 2.0 ** -16
 
-__all__ = ["TOLERANCE", "Report", "Peek", "check_scores", "softmax", "check_outputs",
-           "check_attention", "block_errors", "check_placements"]
+__all__ = ["TOLERANCE", "Accuracy", "Found", "Checks", "check_scores", "check_outputs",
+           "block_errors"]
 
 
 @dataclass(slots=True)
-class Report:
-    """What :func:`~patton.serving.loop.execute` measured and checked."""
+class Accuracy:
+    """The attention results' error against float64, over every check so far."""
 
-    attends: int = 0  # attention checks run
     max_abs_err_qk: float = 0.0  # vs float64
     max_abs_err_sv: float = 0.0  # vs float64
     max_tol_ratio: float = 0.0  # worst |err| / tolerance (<= 1 passes)
-    exact_mismatches_qk: int = 0  # scores differing from the datapath reference
-    exact_mismatches_sv: int = 0  # outputs differing from the datapath reference
-    placement_mismatches: int = 0  # K/V elements not where the metadata says
-    placement_checked: int = 0  # K/V elements checked
-    decode_steps: int = 0  # decode events
-    value_writes: int = 0  # single-token Value writes
-    commits: int = 0  # CZ commits
-    value_write_activations: int = 0  # bank-row activations of decode Value writes + commits
-    value_write_cycles: int = 0  # cycle-model cycles of those programs
-    value_write_commands: int = 0  # DRAM commands of those programs
-    value_write_energy_nj: float = 0.0  # energy model of those programs
 
 
 def check_scores(keys: np.ndarray, query: np.ndarray, scores: np.ndarray,
-                 rep: Report) -> int:
+                 rep: Accuracy) -> int:
     """Compare one layer's QK^T scores with the references; return the exact mismatches.
 
     ``keys`` ``(n, heads, D)`` are the request's Key tokens in sequence order, ``query``
@@ -74,16 +78,8 @@ def check_scores(keys: np.ndarray, query: np.ndarray, scores: np.ndarray,
     return bad
 
 
-def softmax(scores: np.ndarray, d_head: int) -> np.ndarray:
-    """Return the host's softmax of bf16 ``scores`` ``(heads, n)`` scaled by 1/sqrt(d_head),
-    as bf16 bits (float64 on the host, one rounding)."""
-    z = dp.from_bf16(scores) / np.sqrt(d_head)
-    p = np.exp(z - z.max(axis=1, keepdims=True))
-    return dp.to_bf16(p / p.sum(axis=1, keepdims=True))
-
-
 def check_outputs(values: np.ndarray, probs: np.ndarray, outs: np.ndarray, plan: SvPlan,
-                  index: np.ndarray, blocks: int, block_size: int, rep: Report) -> int:
+                  index: np.ndarray, blocks: int, block_size: int, rep: Accuracy) -> int:
     """Compare one layer's SV outputs with the references; return the exact mismatches.
 
     ``values`` ``(n, heads, D)`` are the request's Value tokens in sequence order, ``probs``
@@ -105,40 +101,6 @@ def check_outputs(values: np.ndarray, probs: np.ndarray, outs: np.ndarray, plan:
         rep.max_abs_err_sv = max(rep.max_abs_err_sv, float(err.max()))
         rep.max_tol_ratio = max(rep.max_tol_ratio, float((err / bound).max()))
     return bad
-
-
-def check_attention(rt: Runtime, ex: Executor, data: Tokens, req: int, conv: int, step: int,
-                    seed: int, rep: Report, sink: list[Instruction] | None = None) -> None:
-    """Run QK^T and SV of one request in every layer on ``ex``; compare with the references.
-
-    The query of ``(req, step)`` is random (from ``seed``), the scores' softmax is computed on
-    the host; every program run is appended to ``sink`` when given.
-    """
-    c = rt.config
-    n = rt.seq_len(req)
-    keys, values = data.span(conv, 0, n)  # the request's logical sequence
-    idx = rt.token_index(req)
-    blocks = len(rt.table(req))
-    rng = np.random.default_rng([seed, req, step, 7])
-    query = dp.to_bf16(rng.standard_normal((c.n_layers, c.heads, c.d_head)))
-    rep.attends += 1
-    for layer in range(c.n_layers):
-        prog, plan = rt.qk(req, layer, query[layer])
-        scores = plan.decode(ex.run(prog).readouts, c)[:, idx]
-        if sink is not None:
-            sink += prog
-        rep.exact_mismatches_qk += check_scores(keys[layer], query[layer], scores, rep)
-        sv_in = softmax(scores, c.d_head)
-        prog, splan = rt.sv(req, layer, sv_in)
-        outs = splan.decode(ex.run(prog).readouts, c)
-        if sink is not None:
-            sink += prog
-        rep.exact_mismatches_sv += check_outputs(values[layer], sv_in, outs, splan, idx,
-                                                 blocks, c.block_size, rep)
-
-
-#: Reads one bank row of a device: ``(channel, bank, row) -> (columns, lanes)`` uint16.
-Peek = Callable[[int, int, int], np.ndarray]
 
 
 def block_errors(rt: Runtime, peek: Peek, block_id: int, keys: np.ndarray,
@@ -197,26 +159,289 @@ def block_errors(rt: Runtime, peek: Peek, block_id: int, keys: np.ndarray,
     return bad, checked, first
 
 
-def check_placements(rt: Runtime, model: FunctionalModel, data: Tokens,
-                     origin: dict[int, tuple[int, int]]) -> tuple[int, int]:
-    """Read every written token of every bound block from the mats; return (bad, checked).
+@dataclass(slots=True)
+class Found:
+    """What the checks found in one step.
 
-    A Key element is checked at (channel, bank = offset, row, burst, lane) of its O1K; a Value
-    element at its CZ slot (lane = offset) or O1V, as :meth:`Runtime.placements` says.
+    Invariants: ``failures`` is empty iff every check of the step passed.
     """
-    rows: dict[tuple[int, int, int], np.ndarray] = {}
 
-    def peek(ch: int, bank: int, row: int) -> np.ndarray:
-        key = (ch, bank, row)
-        if key not in rows:
-            rows[key] = model.peek(ch, bank, row)
-        return rows[key]
+    step: int
+    attentions: int = 0  # decode requests' attention checked, one per request and layer
+    commits: int = 0  # Commit Zone slots committed to their O1V (and checked)
+    placement_checked: int = 0  # KV elements read back
+    placement_mismatches: int = 0  # of those, not where the metadata says
+    mismatches: int = 0  # attention results and device reads differing from the references
+    violations: int = 0  # timing/protocol violations (verify, or the executor's own checks)
+    failures: list[str] = field(default_factory=list)
 
-    bad = checked = 0
-    for bid, meta in rt.blocks.items():
-        conv, pos0 = origin[bid]
-        keys, values = data.span(conv, pos0, meta.filled)
-        b, n, _ = block_errors(rt, peek, bid, keys, values, range(meta.filled))
-        bad += b
-        checked += n
-    return bad, checked
+
+class Checks:
+    """Checks every step of a run (see the module docstring); an observer of the driver.
+
+    Args:
+        attached: the adapter (its runtime is checked; its mirror against the engine's pool).
+        data: the Keys, Values and queries the run wrote and asked.
+        executor: the device (its mats are read back), or None (attention and device checks
+            need one).
+        placements: check what every write and commit left in the mats (PATTON's metadata).
+        mirror: check the runtime's blocks against the engine's after every step.
+
+    Attributes:
+        found: the current step's findings (a new :class:`Found` when a step is scheduled).
+        total: every step's findings added up (its ``failures`` too), step -1.
+        accuracy: the attention error maxima over the run.
+    """
+
+    def __init__(self, attached: Attached, data: KvData, executor: Executor | None, *,
+                 placements: bool = True, mirror: bool = True) -> None:
+        assert attached.runtime is not None, "checks need a runtime"
+        self.attached = attached
+        self.runtime: KvRuntime = attached.runtime
+        self.config = attached.runtime.config
+        self.data = data
+        self.executor = executor
+        self.placements = placements
+        self.mirror = mirror
+        self.patton = isinstance(attached.runtime, Runtime)
+        self.accuracy = Accuracy()
+        self.found = Found(-1)
+        self.total = Found(-1)
+        self.pool: Any = None
+        self.engine: Any = None
+        self._staged: dict[int, tuple] = {}
+        self._names: dict[int, str] = {}  # runtime request -> engine request id
+        self._written: dict[int, tuple[str, int]] = {}  # block -> (request id, first position)
+        self._sequences: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # this step's draws
+
+    # ------------------------------------------------------------------ hooks
+
+    def start(self, driver: Any) -> None:
+        """Take the engine (its sequences and block pool)."""
+        self.engine = driver.engine
+        self.pool = driver.engine.pool
+
+    def scheduled(self, work: StepWork) -> None:
+        """Begin the step's findings."""
+        self.found = Found(work.index)
+        self._sequences = {}
+
+    def _sequence(self, e: Any) -> tuple[np.ndarray, np.ndarray]:
+        """A decode request's whole sequence's Keys and Values (drawn once a step)."""
+        kv = self._sequences.get(e.seq.request_id)
+        if kv is None:
+            kv = self._sequences[e.seq.request_id] = self.data.kv(e.seq, 0, len(e.seq.tokens))
+        return kv
+
+    def writing(self, work: StepWork, items: list) -> bool:
+        """Before the writes: the runtime expects the offsets the engine schedules; what each
+        Commit Zone slot about to be committed holds now."""
+        self._staged = {}
+        if not self.placements:
+            return True
+        rt, t, step = self.runtime, self.config.block_size, work.index
+        staged = {}
+        for block, offset, keys, _ in items:
+            meta = rt.blocks[block]
+            if meta.filled != offset:
+                self.found.failures.append(f"step {step}: block {block} holds {meta.filled} "
+                                           f"tokens but the engine schedules offset {offset}")
+                return False
+            if meta.cz is not None and offset + keys.shape[1] == t:  # this write commits it
+                staged[block] = (meta.cz, meta.slot, meta.value, meta.filled)
+        if staged:
+            peeks = self._readers()
+            for b, (cz, _, _, filled) in staged.items():
+                keys, values = self._block_kv(b, filled)
+                for name, peek in peeks:
+                    bad, _, first = block_errors(rt, peek, b, keys, values, range(filled), cz)
+                    if bad:
+                        self.found.failures.append(f"step {step}: CZ slot of block {b} before "
+                                                   f"its commit, in {name}: {first}")
+        self._staged = staged
+        return True
+
+    def ran(self, work: StepWork, phase: str, prog: Any, result: Result | None) -> None:
+        """After a program: the executor's own findings, or ``verify`` of its schedule."""
+        if result is None:
+            return
+        where = f"step {work.index} {phase}"
+        found = self.found
+        if result.discrepancies is not None:
+            for d in result.discrepancies:
+                if d.kind in ("violation", "checker"):
+                    found.violations += 1
+                else:
+                    found.mismatches += 1
+                found.failures.append(f"{where}: {d}")
+            return
+        if result.schedule is None or result.start is None:
+            return
+        per: dict[int, list] = {}
+        for cmd in result.schedule:
+            per.setdefault(cmd.channel, []).append(cmd)
+        for ch, cmds in per.items():
+            violations = verify_from(result.start, ch, cmds, self.config.device)
+            found.violations += len(violations)
+            for v in violations[:3]:
+                found.failures.append(f"{where}: channel {ch}: {v}")
+
+    def wrote(self, work: StepWork, items: list) -> None:
+        """After the writes and commits: every written element and every commit in the mats."""
+        for piece in work.pieces:
+            if piece.offset == 0:  # the block's first token: whose tokens it holds
+                self._written[piece.block] = (piece.entry.seq.request_id, piece.position)
+        if not self.placements:
+            return
+        rt, step, t = self.runtime, work.index, self.config.block_size
+        found = self.found
+        peeks = self._readers()
+        wrote: dict[int, tuple[int, int]] = {}
+        for block, offset, keys, _ in items:
+            wrote[block] = (offset, offset + keys.shape[1])
+        for block, (_, slot, reserved, filled) in self._staged.items():
+            meta = rt.blocks[block]
+            if meta.visible != reserved or not isinstance(meta.visible, ValuePlace):
+                found.failures.append(f"step {step}: block {block} committed to "
+                                      f"{meta.visible}, not its reserved O1V {reserved}")
+            crs = rt.alloc.crs
+            s, q = divmod(slot, crs.per_set)
+            holders = [m.block_id for m in rt.blocks.values() if m.slot == slot]
+            if meta.cz is not None or meta.slot is not None or block in holders or (
+                    crs.used[s] >> q & 1) != bool(holders):
+                found.failures.append(f"step {step}: block {block}'s CZ slot {slot} was not "
+                                      f"released by its commit (held by "
+                                      f"{holders or 'nobody'}, allocator bit "
+                                      f"{crs.used[s] >> q & 1})")
+            keys, values = self._block_kv(block, t)
+            for name, peek in peeks:
+                bad, n, first = block_errors(rt, peek, block, keys, values, range(t), reserved)
+                found.placement_checked += n
+                found.placement_mismatches += bad
+                if bad:
+                    found.failures.append(f"step {step}: commit of block {block} (CZ slot "
+                                          f"{slot} held {filled} tokens) in {name}: {first}")
+        found.commits += len(self._staged)
+        for block, (lo, hi) in wrote.items():
+            if block in self._staged:  # committed: the whole block is checked above
+                continue
+            keys, values = self._block_kv(block, hi)
+            keys, values = keys[:, lo:], values[:, lo:]
+            for name, peek in peeks:
+                bad, n, first = block_errors(rt, peek, block, keys, values, range(lo, hi))
+                found.placement_checked += n
+                found.placement_mismatches += bad
+                if bad:
+                    found.failures.append(f"step {step}: placement in {name}: {first}")
+
+    def attending(self, work: StepWork) -> None:
+        """Before attention: the runtime holds every decode request's tokens."""
+        if not self.patton:
+            return
+        for e in work.decode:
+            n = self.runtime.seq_len(e.request)
+            if n != len(e.seq.tokens):
+                self.found.failures.append(f"step {work.index}: request {e.seq.request_id} has "
+                                           f"{n} tokens in the runtime, {len(e.seq.tokens)} in "
+                                           "the engine")
+
+    def scores(self, work: StepWork, layer: int, queries: np.ndarray,
+               scores: list[np.ndarray]) -> None:
+        """QK^T scores against the references."""
+        self.found.attentions += len(work.decode)
+        for i, e in enumerate(work.decode):
+            keys, _ = self._sequence(e)
+            bad = check_scores(keys[layer], queries[i], scores[i], self.accuracy)
+            if bad:
+                self.found.mismatches += bad
+                self.found.failures.append(f"step {work.index}: layer {layer} request "
+                                           f"{e.seq.request_id}: {bad} QK^T score(s) differ "
+                                           "from the reference")
+
+    def outputs(self, work: StepWork, layer: int, probs: np.ndarray, plans: list,
+                index: list[np.ndarray], outputs: list[np.ndarray]) -> None:
+        """SV outputs against the references (PATTON's reduction order, or the baseline's)."""
+        c = self.config
+        for i, e in enumerate(work.decode):
+            _, values = self._sequence(e)
+            blocks = len(e.table)
+            plan, idx = plans[i], index[i]
+            if self.patton:
+                bad = check_outputs(values[layer], probs[i][:, idx], outputs[i], plan, idx,
+                                    blocks, c.block_size, self.accuracy)
+            else:  # a baseline's plan: its own reduction order
+                bad = 0
+                for h in range(c.heads):
+                    table = np.zeros((blocks * c.block_size, c.d_head), np.uint16)
+                    table[idx] = values[layer][:, h]
+                    bad += int((outputs[i][h] != baseline_sv(plan, h, table, probs[i][h])).sum())
+            if bad:
+                self.found.mismatches += bad
+                self.found.failures.append(f"step {work.index}: layer {layer} request "
+                                           f"{e.seq.request_id}: {bad} SV output(s) differ "
+                                           "from the reference")
+
+    def stepped(self, work: StepWork | None, out: Any) -> None:
+        """After the step: the attention error bound; the mirror."""
+        step = self.found.step
+        if self.accuracy.max_tol_ratio > 1.0 and work is not None and work.decode:
+            self.found.failures.append(f"step {step}: attention error "
+                                       f"{self.accuracy.max_tol_ratio:.3f} x the float64 "
+                                       "tolerance")
+        if self.mirror:
+            for problem in mirror_errors(self.pool, self.attached):
+                self.found.mismatches += 1
+                self.found.failures.append(f"step {step}: {problem}")
+        found, total = self.found, self.total
+        total.attentions += found.attentions
+        total.commits += found.commits
+        total.placement_checked += found.placement_checked
+        total.placement_mismatches += found.placement_mismatches
+        total.mismatches += found.mismatches
+        total.violations += found.violations
+        total.failures.extend(found.failures)
+
+    # ------------------------------------------------------------------ reading back
+
+    def sweep(self) -> tuple[int, int, list[str]]:
+        """Read every bound block's written tokens back from the mats now; return (elements
+        wrong, elements checked, the first failure of each block that has one)."""
+        rt = self.runtime
+        bad = checked = 0
+        failures = []
+        peeks = self._readers()
+        for block, meta in rt.blocks.items():
+            keys, values = self._written_kv(block, meta.filled)
+            for name, peek in peeks:
+                b, n, first = block_errors(rt, peek, block, keys, values, range(meta.filled))
+                bad += b
+                checked += n
+                if b:
+                    failures.append(f"sweep: block {block} in {name}: {first}")
+        return bad, checked, failures
+
+    def _readers(self) -> list[tuple[str, Peek]]:
+        return self.executor.readers() if self.executor is not None else []
+
+    def _owner(self, block: int) -> str:
+        """The engine request id of the request that owns ``block`` in the runtime."""
+        rid = self.runtime.blocks[block].owner
+        if rid not in self._names:
+            self._names = {v: k for k, v in self.attached.ids.items()}
+        return self._names[rid]
+
+    def _block_kv(self, block: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """The expected Keys and Values of a block's first ``n`` offsets (its owner's tokens)."""
+        rt = self.runtime
+        engine_id = self._owner(block)
+        seq = self.engine.requests[engine_id]
+        position = rt.requests[rt.blocks[block].owner].table.index(block) * \
+            self.config.block_size
+        return self.data.kv(seq, position, n)
+
+    def _written_kv(self, block: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """The Keys and Values written into a block's first ``n`` offsets, from the prefix
+        of the request that wrote its first token (recorded when it was written)."""
+        rid, position = self._written[block]
+        assert isinstance(self.data, TokenKV), "reading back needs the run's token data"
+        return self.data.written(rid, position, n)

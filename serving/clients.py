@@ -1,4 +1,4 @@
-"""The closed-loop client model of the multi-turn serving workload, driving any engine.
+"""The closed-loop client model of the multi-turn serving workload.
 
 Exactly items 1-5 of the client model of ``docs/serving.md``, at the level of scheduler steps:
 
@@ -21,179 +21,23 @@ Exactly items 1-5 of the client model of ``docs/serving.md``, at the level of sc
    ``Request.output`` for each scheduled request whose computed tokens reach its current
    length (one still prefilling emits nothing).
 
-An engine is anything with ``add(Request)`` and ``step() -> StepOutput`` (:class:`Engine`);
-:func:`run` returns a :class:`Run` with the per-step and per-request record and the report keys
-of "What a run reports".
+:class:`Clients` is the workload side of the step driver (:mod:`patton.serving.driver`), which
+sends what they send, steps the engine and tells them which requests finished.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from dataclasses import dataclass
 
 from patton.serving.conversations import Conversation
+from patton.serving.interface import Request
 
-__all__ = ["Request", "Scheduled", "Finished", "StepOutput", "Engine", "ClientError",
-           "Step", "RequestRecord", "Report", "Run", "Clients", "run"]
-
-
-# ----------------------------------------------------------------------- engine interface
-
-
-@dataclass(frozen=True, slots=True)
-class Request:
-    """One turn sent to the engine.
-
-    Invariants: ``prompt`` and ``output`` are non-empty; the request needs exactly
-    ``len(output)`` output tokens and ignores end-of-sequence; its k-th output token (from 0)
-    is ``output[k]``.
-    """
-
-    request_id: str  # "<conversation id>:<turn>"
-    prompt: tuple[int, ...]  # the turn's prompt token ids (history + user message)
-    output: tuple[int, ...]  # the token ids the "model" emits, one per finishing step
-
-
-@dataclass(frozen=True, slots=True)
-class Scheduled:
-    """One request's share of a step."""
-
-    request_id: str
-    num_tokens: int  # tokens scheduled for it in the step (prefill chunk or 1 decode token)
-
-
-@dataclass(frozen=True, slots=True)
-class Finished:
-    """A request that produced its last output token in a step."""
-
-    request_id: str
-    num_cached_tokens: int  # prompt tokens found in the prefix cache when first admitted
-
-
-@dataclass(frozen=True, slots=True)
-class StepOutput:
-    """What one scheduler step did.
-
-    Invariants: ``scheduled`` is in the engine's scheduling order with distinct ids;
-    ``preempted`` lists the requests preempted in the step (each preemption once, in the
-    engine's order); ``finished`` holds the requests whose last output token the step produced.
-    """
-
-    scheduled: tuple[Scheduled, ...]
-    preempted: tuple[str, ...] = ()
-    finished: tuple[Finished, ...] = ()
-
-
-class Engine(Protocol):
-    """A serving engine driven one scheduler step at a time."""
-
-    def add(self, request: Request) -> None:
-        """Queue a new request (it is first considered by the next :meth:`step`)."""
-
-    def step(self) -> StepOutput:
-        """Run one scheduler step (schedule, then the synthesised model output)."""
+__all__ = ["ClientError", "Clients"]
 
 
 class ClientError(RuntimeError):
     """The engine broke the client model's contract or made no progress."""
-
-
-# ----------------------------------------------------------------------------- records
-
-
-@dataclass(frozen=True, slots=True)
-class Step:
-    """One step of a run, as the golden files record it."""
-
-    scheduled: tuple[tuple[str, int], ...]  # (request id, tokens), in scheduled order
-    preempted: tuple[str, ...]  # request ids preempted in the step
-
-
-@dataclass(slots=True)
-class RequestRecord:
-    """One request of a run.
-
-    Invariants: ``cached_tokens`` and ``finish_step`` are None until the request finished;
-    ``history`` is what the conversation's previous turn had computed (its prompt and all but
-    its last output token; 0 for turn 1).
-    """
-
-    request_id: str
-    prompt_tokens: int  # len(prompt)
-    output_tokens: int  # len(output)
-    history: int  # tokens the previous turn computed
-    sent_step: int  # index (from 0) of the first step the request was in the engine for
-    cached_tokens: int | None = None  # vLLM's num_cached_tokens, reported at finish
-    finish_step: int | None = None  # index (from 0) of the step that produced its last token
-
-    @property
-    def recomputed_tokens(self) -> int:
-        """History that was computed before and had to be computed again (0 until finished)."""
-        if self.cached_tokens is None:
-            return 0
-        return max(0, min(self.prompt_tokens, self.history) - self.cached_tokens)
-
-
-@dataclass(frozen=True, slots=True)
-class Report:
-    """The keys of "What a run reports" (sums over finished requests)."""
-
-    steps: int  # scheduler steps run
-    requests: int  # requests finished
-    prompt_tokens: int
-    cached_tokens: int
-    hit_rate: float  # cached_tokens / prompt_tokens (0.0 when no prompt tokens)
-    preemptions: int  # times a running request was preempted
-    recomputed_tokens: int
-
-    def as_dict(self) -> dict[str, Any]:
-        """Return the report as a plain dict in the table's key order."""
-        return {"steps": self.steps, "requests": self.requests,
-                "prompt_tokens": self.prompt_tokens, "cached_tokens": self.cached_tokens,
-                "hit_rate": self.hit_rate, "preemptions": self.preemptions,
-                "recomputed_tokens": self.recomputed_tokens}
-
-
-@dataclass(slots=True)
-class Run:
-    """Everything a run did: steps in order and requests in the order they were sent."""
-
-    steps: list[Step] = field(default_factory=list)
-    requests: dict[str, RequestRecord] = field(default_factory=dict)
-    complete: bool = False  # True when every request finished before the step limit
-
-    def report(self) -> Report:
-        """Return the report keys of the run."""
-        done = [r for r in self.requests.values() if r.finish_step is not None]
-        prompt = sum(r.prompt_tokens for r in done)
-        cached = sum(r.cached_tokens or 0 for r in done)
-        return Report(steps=len(self.steps), requests=len(done), prompt_tokens=prompt,
-                      cached_tokens=cached, hit_rate=cached / prompt if prompt else 0.0,
-                      preemptions=sum(len(s.preempted) for s in self.steps),
-                      recomputed_tokens=sum(r.recomputed_tokens for r in done))
-
-    def as_dict(self) -> dict[str, Any]:
-        """Return the run as plain JSON data (the body of a golden file).
-
-        ``steps`` is a list of ``{"scheduled": [[request id, tokens], ...], "preempted":
-        [...]}`` in step order; ``requests`` maps request ids, in the order they were sent, to
-        their record (``cached_tokens``/``finish_step`` null when unfinished).
-        """
-        return {
-            "complete": self.complete,
-            "report": self.report().as_dict(),
-            "steps": [{"scheduled": [list(s) for s in st.scheduled],
-                       "preempted": list(st.preempted)} for st in self.steps],
-            "requests": {rid: {"prompt_tokens": r.prompt_tokens,
-                               "output_tokens": r.output_tokens, "history": r.history,
-                               "sent_step": r.sent_step, "cached_tokens": r.cached_tokens,
-                               "finish_step": r.finish_step}
-                         for rid, r in self.requests.items()},
-        }
-
-
-# ------------------------------------------------------------------------------ clients
 
 
 @dataclass(slots=True)
@@ -296,43 +140,3 @@ class Clients:
     def in_flight(self) -> int:
         """The number of requests in the engine."""
         return sum(c.in_flight is not None for c in self.clients)
-
-
-def run(engine: Engine, conversations: Iterable[Conversation], *, clients: int, pool: int,
-        max_model_len: int, max_steps: int | None = None) -> Run:
-    """Drive ``engine`` with the client model until every request finished or ``max_steps``.
-
-    Raises ClientError when the engine finishes an unknown request or a step schedules
-    nothing while requests are in flight (it would never finish: e.g. too few blocks).
-    """
-    if max_steps is not None and max_steps < 0:
-        raise ValueError(f"max_steps must be >= 0, got {max_steps}")
-    model = Clients(conversations, clients=clients, pool=pool, max_model_len=max_model_len)
-    out = Run()
-    while True:
-        for request, history in model.send():
-            out.requests[request.request_id] = RequestRecord(
-                request.request_id, len(request.prompt), len(request.output), history,
-                len(out.steps))
-            engine.add(request)
-        if model.in_flight == 0:
-            out.complete = True
-            return out
-        if max_steps is not None and len(out.steps) >= max_steps:
-            return out
-        result = engine.step()
-        if not result.scheduled:
-            raise ClientError(f"step {len(out.steps)} scheduled nothing with "
-                              f"{model.in_flight} request(s) in flight (too few blocks or "
-                              f"batched tokens for one request?)")
-        index = len(out.steps)
-        out.steps.append(Step(tuple((s.request_id, s.num_tokens) for s in result.scheduled),
-                              tuple(result.preempted)))
-        for f in result.finished:
-            record = out.requests.get(f.request_id)
-            if record is None or record.finish_step is not None:
-                raise ClientError(f"step {index}: engine finished {f.request_id!r}, "
-                                  f"which is not in flight")
-            record.cached_tokens = f.num_cached_tokens
-            record.finish_step = index
-        model.finish(f.request_id for f in result.finished)

@@ -1,6 +1,6 @@
 """The embedded engine: vLLM 0.33's v1 ``Scheduler`` restated for the multi-turn workload.
 
-:class:`EmbeddedEngine` is a :class:`patton.serving.clients.Engine` that makes the same
+:class:`EmbeddedEngine` is a :class:`patton.serving.interface.SplitEngine` that makes the same
 scheduling decision as real vLLM 0.33.0 (``vllm/v1/core/sched/scheduler.py``) in every step,
 for exactly what the workload uses: one full-attention KV cache group, prefix caching on,
 chunked prefill on, FCFS, recompute preemption, synchronous scheduling, no spec decode, no
@@ -42,15 +42,12 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from patton.serving.block_pool import Observer
-from patton.serving.clients import Finished, Request, Scheduled, StepOutput
+from patton.serving.block_pool import BlockPool
+from patton.serving.events import Observer
+from patton.serving.interface import EngineParams, Finished, Request, Scheduled, StepOutput
 from patton.serving.kv_cache import KVCacheManager, Placement, PrefixKeys
-from patton.serving.vllm_engine import VllmParams
 
-__all__ = ["EngineParams", "SETTINGS", "Sequence", "Batch", "EmbeddedEngine"]
-
-#: The engine parameters (vLLM v1 names): one definition for both engines.
-EngineParams = VllmParams
+__all__ = ["SETTINGS", "Sequence", "Schedule", "EmbeddedEngine"]
 
 #: The vLLM 0.33 settings this engine restates (vLLM's defaults, as the golden files record the
 #: settings in force; ``max_num_scheduled_tokens`` is ``max_num_batched_tokens``).
@@ -90,18 +87,21 @@ class Sequence:
 
 
 @dataclass(frozen=True, slots=True)
-class Batch:
+class Schedule:
     """One step's schedule before the model runs (what :meth:`EmbeddedEngine.schedule` made).
 
     Invariants: ``scheduled[i]`` is ``(sequence, tokens)`` in scheduling order; the step
     computes tokens ``starts[i] .. starts[i] + tokens - 1`` of that sequence (its KV is
     written in this step), ``starts[i]`` being its computed tokens after the prefix lookup;
-    ``preempted`` lists the sequences preempted while scheduling.
+    the first ``running`` entries were running before the step, the rest were admitted from
+    the waiting queue in it (their ``starts`` are their prefix-cache hits); ``preempted`` lists
+    the sequences preempted while scheduling.
     """
 
     scheduled: list[tuple[Sequence, int]]
     starts: list[int]
     preempted: list[Sequence]
+    running: int  # entries of requests that were running before the step
 
 
 class EmbeddedEngine:
@@ -113,7 +113,7 @@ class EmbeddedEngine:
         placement: a runtime that may refuse new blocks, or None.
     """
 
-    def __init__(self, params: VllmParams, *, observer: Observer | None = None,
+    def __init__(self, params: EngineParams, *, observer: Observer | None = None,
                  placement: Placement | None = None) -> None:
         self.params = params
         self.kv = KVCacheManager(params.num_blocks, params.block_size, params.max_model_len,
@@ -140,22 +140,23 @@ class EmbeddedEngine:
 
     def step(self) -> StepOutput:
         """Run one scheduler step: schedule, then the synthesised model output."""
-        scheduled, preempted = self._schedule()
+        scheduled, preempted, _ = self._schedule()
         return self._output(scheduled, preempted)
 
-    def schedule(self) -> Batch:
+    def schedule(self) -> Schedule:
         """Schedule one step (vLLM's ``schedule()``); :meth:`update` must follow.
 
         ``step()`` is ``update(schedule())``; between the two a driver runs the model's work
         for the batch (e.g. writes its KV to a device), while every block the batch needs is
         bound and no finished request has released its blocks yet.
         """
-        scheduled, preempted = self._schedule()
-        return Batch(scheduled, [seq.num_computed for seq, _ in scheduled], preempted)
+        scheduled, preempted, running = self._schedule()
+        return Schedule(scheduled, [seq.num_computed for seq, _ in scheduled], preempted,
+                        running)
 
-    def update(self, batch: Batch) -> StepOutput:
+    def update(self, schedule: Schedule) -> StepOutput:
         """Finish the step :meth:`schedule` began (vLLM's ``update_from_output()``)."""
-        return self._output(batch.scheduled, batch.preempted)
+        return self._output(schedule.scheduled, schedule.preempted)
 
     def _output(self, scheduled: list[tuple[Sequence, int]],
                 preempted: list[Sequence]) -> StepOutput:
@@ -168,7 +169,7 @@ class EmbeddedEngine:
 
     # ---------------------------------------------------------------------- schedule
 
-    def _schedule(self) -> tuple[list[tuple[Sequence, int]], list[Sequence]]:
+    def _schedule(self) -> tuple[list[tuple[Sequence, int]], list[Sequence], int]:
         p = self.params
         kv = self.kv
         allocate = kv.allocate
@@ -209,6 +210,7 @@ class EmbeddedEngine:
             budget -= n
             i += 1
 
+        running_entries = len(scheduled)
         if not preempted:
             waiting = self.waiting
             while budget > 0 and waiting and len(running) < p.max_num_seqs:
@@ -229,7 +231,7 @@ class EmbeddedEngine:
                 scheduled.append((seq, n))
                 budget -= n
 
-        return scheduled, preempted
+        return scheduled, preempted, running_entries
 
     def _preempt(self, seq: Sequence) -> None:
         """Recompute preemption: free the blocks, forget the computed tokens, requeue in front."""
@@ -277,6 +279,11 @@ class EmbeddedEngine:
         return entries, finished
 
     # ------------------------------------------------------------------------ queries
+
+    @property
+    def pool(self) -> BlockPool:
+        """The block pool (what the adapter's capacity sampling reads)."""
+        return self.kv.pool
 
     @property
     def num_free_blocks(self) -> int:

@@ -34,7 +34,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from patton.serving.block_pool import BlockPool, Observer
+from patton.serving.events import Observer
+from patton.serving.block_pool import BlockPool
 
 __all__ = ["ROOT_KEY", "PrefixKeys", "Placement", "KVCacheManager"]
 

@@ -1,6 +1,6 @@
 """Real vLLM 0.33 as a serving engine: its v1 ``Scheduler`` driven in-process on CPU, no model.
 
-:class:`VllmEngine` implements :class:`patton.serving.clients.Engine` with vLLM's own
+:class:`VllmEngine` implements :class:`patton.serving.interface.Engine` with vLLM's own
 ``Scheduler`` + ``KVCacheManager`` (driven without an engine, as ``docs/serving.md`` describes):
 
 * ``VllmConfig`` from a ``ModelConfig`` on a temporary directory holding only a tiny Llama
@@ -46,25 +46,14 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
-from patton.serving.block_pool import (
-    ALLOC,
-    CACHE,
-    EVICT,
-    RELEASE,
-    SHARE,
-    UNSHARE,
-    BlockEvent,
-    Observer,
-)
-from patton.serving.clients import Finished, Request, Scheduled, StepOutput
+from patton.serving.events import BlockEvent, EventKind, Observer
+from patton.serving.interface import EngineParams, Finished, Request, Scheduled, StepOutput
 from patton.serving.kv_cache import Placement, PrefixKeys
 
-__all__ = ["VllmUnavailable", "VllmParams", "VllmEngine", "PoolView", "import_vllm",
-           "VLLM_VERSION", "cdiv"]
+__all__ = ["VllmUnavailable", "VllmEngine", "PoolView", "import_vllm", "VLLM_VERSION", "cdiv"]
 
 #: The vLLM release this adapter is written against (and the golden files were recorded with).
 VLLM_VERSION = "0.33.0"
@@ -72,32 +61,6 @@ VLLM_VERSION = "0.33.0"
 
 class VllmUnavailable(ImportError):
     """vLLM (or one of its lean dependencies) cannot be imported in this Python."""
-
-
-@dataclass(frozen=True, slots=True)
-class VllmParams:
-    """vLLM v1 engine parameters of a run (``docs/serving.md``).
-
-    Invariants: ``num_blocks >= 2`` (block 0 is vLLM's null block, so ``num_blocks - 1`` are
-    usable); every other count >= 1.
-    """
-
-    block_size: int = 16  # tokens per KV block
-    num_blocks: int = 1024  # vLLM's num_gpu_blocks, null block included
-    max_num_seqs: int = 128  # running requests at most
-    max_num_batched_tokens: int = 2048  # tokens scheduled per step at most
-    max_model_len: int = 8192  # context length
-    #: vLLM's prefix caching (``CacheConfig.enable_prefix_caching``). Off: no prefix hits, and
-    #: a freed block returns to the free list without a key (nothing stays cached).
-    enable_prefix_caching: bool = True
-
-    def __post_init__(self) -> None:
-        if self.num_blocks < 2:
-            raise ValueError(f"num_blocks must be >= 2 (block 0 is the null block), "
-                             f"got {self.num_blocks}")
-        for name in ("block_size", "max_num_seqs", "max_num_batched_tokens", "max_model_len"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
 
 
 def import_vllm() -> SimpleNamespace:
@@ -162,7 +125,7 @@ def cdiv(a: int, b: int) -> int:
 
 
 class VllmEngine:
-    """vLLM 0.33's real v1 ``Scheduler`` as an :class:`~patton.serving.clients.Engine`.
+    """vLLM 0.33's real v1 ``Scheduler`` as an :class:`~patton.serving.interface.Engine`.
 
     Args:
         params: the engine parameters (block size, blocks, batch limits, context length).
@@ -171,7 +134,7 @@ class VllmEngine:
         placement: a runtime that may refuse new blocks (as the embedded engine's), or None.
     """
 
-    def __init__(self, params: VllmParams, *, observer: Observer | None = None,
+    def __init__(self, params: EngineParams, *, observer: Observer | None = None,
                  placement: Placement | None = None) -> None:
         v = import_vllm()
         self.params = params
@@ -479,7 +442,7 @@ class _Hooks:
         key = self.block_key.pop(b.block_id, None)
         if not self._evict(b):
             raise RuntimeError(f"block {b.block_id} has a hash but vLLM did not evict it")
-        self._emit(EVICT, b.block_id, None, key, b.ref_cnt)
+        self._emit(EventKind.EVICT, b.block_id, None, key, b.ref_cnt)
         q.remove(b)
         q.prepend_n([b])
         return True
@@ -516,10 +479,10 @@ class _Hooks:
         key = self.block_key.pop(block.block_id, None)
         evicted = self._evict(block)
         if evicted:
-            self._emit(EVICT, block.block_id, rid, key, block.ref_cnt)
+            self._emit(EventKind.EVICT, block.block_id, rid, key, block.ref_cnt)
         if self.taking:
             self.taking -= 1
-            self._emit(ALLOC, block.block_id, rid, None, block.ref_cnt + 1)
+            self._emit(EventKind.ALLOC, block.block_id, rid, None, block.ref_cnt + 1)
         return bool(evicted)
 
     def touch(self, blocks: Any) -> None:
@@ -529,7 +492,7 @@ class _Hooks:
         self._touch(blocks)
         for b in blocks:
             if not b.is_null:
-                self._emit(SHARE, b.block_id, rid, None, b.ref_cnt)
+                self._emit(EventKind.SHARE, b.block_id, rid, None, b.ref_cnt)
 
     def free_blocks(self, ordered_blocks: Any) -> None:
         """vLLM's ``free_blocks``: RELEASE (ref 0) or UNSHARE per block, in the given order."""
@@ -538,7 +501,7 @@ class _Hooks:
         self._free_blocks(blocks)
         for b in blocks:
             if not b.is_null:
-                self._emit(RELEASE if b.ref_cnt == 0 else UNSHARE, b.block_id, rid, None,
+                self._emit(EventKind.RELEASE if b.ref_cnt == 0 else EventKind.UNSHARE, b.block_id, rid, None,
                            b.ref_cnt)
 
     def cache_full_blocks(self, request: Any, blocks: list[Any], num_cached_blocks: int,
@@ -561,4 +524,4 @@ class _Hooks:
                 raise RuntimeError(f"{rid}: block {i}: vLLM's hash and the prefix key "
                                    f"{k} are not one-to-one")
             self.block_key[b.block_id] = k
-            self._emit(CACHE, b.block_id, rid, k, b.ref_cnt)
+            self._emit(EventKind.CACHE, b.block_id, rid, k, b.ref_cnt)

@@ -19,9 +19,10 @@ from typing import Literal
 
 import numpy as np
 from patton.sim.device import params
-from patton.sim.isa import Command
+from patton.sim.isa import ACTIVATED_BANKS, Command
 
-__all__ = ["COMPONENTS", "EnergyConstants", "CONSTANTS", "Energy", "energy", "energy_arrays"]
+__all__ = ["COMPONENTS", "EnergyConstants", "CONSTANTS", "Energy", "energy", "energy_arrays",
+           "activations"]
 
 C = Command
 
@@ -137,3 +138,10 @@ def _energy(n: np.ndarray, active: int, precharged: int, channels: int, cycles: 
     total["global_buffer"] += k.gb_static_mw * cycles * ns_per_cycle * channels
     # mW x ns = pJ; report nJ.
     return Energy({name: pj / 1000.0 for name, pj in total.items()})
+
+
+def activations(command_counts: dict[int, dict[str, int]]) -> int:
+    """Row activations of a run: every bank an ``ACT``, ``ACT4`` or ``ACT16`` opened, summed
+    over the channels (``command_counts[channel][command name]``)."""
+    return sum(n * counts.get(command.name, 0) for counts in command_counts.values()
+               for command, n in ACTIVATED_BANKS.items())

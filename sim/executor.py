@@ -19,6 +19,13 @@ Three implement it:
     RTL channels under Verilator, driven by the cycle model's schedule, checked against the
     functional model.
 
+What an executor can do besides ``run`` is declared, not guessed: every one can be read back
+(:meth:`readers`: the device's mats as they are now, for placement checks), and one that
+simulates the hardware (:class:`Simulator`: the RTL) also reports what it simulated and
+compares its whole state with the models at the end. A :class:`Result` says whether the
+executor checked the program itself (``discrepancies``, None when it did not: the caller may
+verify the schedule from ``start``).
+
 Program boundaries: a program ends with ``AiM EOC``; an executor appends it when it is missing
 (:func:`closed`) and rejects one in the middle. Each program is timed from a quiet device: the
 row and mode state of the last program carry over, its timing windows count as elapsed
@@ -28,9 +35,11 @@ row and mode state of the last program carry over, its timing windows count as e
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
 
 from patton.sim.cycle_model import CycleModel, DeviceState
 from patton.sim.device import DEVICE, Device
@@ -41,7 +50,8 @@ from patton.sim.program import OP_ID, Program, Readout, concat, make
 from patton.sim.schedule import TimedCommand
 from patton.sim.timing import DEFAULT_PROFILE, Timing
 
-__all__ = ["Result", "Executor", "FunctionalExecutor", "CycleExecutor", "closed"]
+__all__ = ["Result", "Executor", "Peek", "Simulated", "Simulator", "FunctionalExecutor",
+           "CycleExecutor", "closed"]
 
 
 @dataclass(slots=True)
@@ -50,8 +60,10 @@ class Result:
 
     ``readouts`` are in the canonical order of :class:`~patton.sim.program.Readout`;
     ``cycles`` counts memory-system cycles (0.5 ns) from the program's first decode to its
-    EOC; ``schedule`` is every DRAM command issued, in cycle order, with its payload;
-    ``command_counts[channel][command]`` omits zeros.
+    EOC; ``schedule`` is every DRAM command issued, in cycle order, with its payload, timed
+    from the row and mode state ``start``; ``command_counts[channel][command]`` omits zeros.
+    ``discrepancies`` is what the executor's own checks found in the program (empty: it
+    passed them), or None when it checks nothing itself.
     """
 
     readouts: list[Readout] = field(default_factory=list)  # values read, canonical order
@@ -60,6 +72,23 @@ class Result:
     command_counts: dict[int, dict[str, int]] | None = None  # per channel, per command
     bank_state_cycles: dict[int, dict[str, int]] | None = None  # active/precharged/idle
     energy: Energy | None = None  # energy of the program (standby for its cycles included)
+    start: DeviceState | None = field(default=None, repr=False)  # the state it was timed from
+    discrepancies: list[Any] | None = None  # the executor's own checks' findings, if any
+    simulated_cycles: int | None = None  # cycles a hardware simulation ran (longest channel)
+
+
+#: Reads one bank row of a device as it is now: ``(channel, bank, row) -> (columns, lanes)``
+#: uint16.
+Peek = Callable[[int, int, int], np.ndarray]
+
+
+@dataclass(frozen=True, slots=True)
+class Simulated:
+    """What a hardware simulation ran, over an executor's life."""
+
+    seconds: float  # wall time the host waited for the simulators
+    cycles: int  # the programs' cycles, per program its longest channel's, summed
+    channel_cycles: int  # cycles every simulator ran (gaps between programs included), summed
 
 
 @runtime_checkable
@@ -70,6 +99,30 @@ class Executor(Protocol):
 
     def run(self, program: Program | Iterable[Instruction]) -> Result:
         """Run ``program`` (EOC appended if missing) and report what this executor knows."""
+        ...
+
+    def readers(self) -> list[tuple[str, Peek]]:
+        """Named readers of the device's mats as they are now (every copy the executor
+        keeps: the functional model's, and the RTL's where it simulates one)."""
+        ...
+
+
+@runtime_checkable
+class Simulator(Executor, Protocol):
+    """An executor that simulates the device's hardware (:class:`patton.tb.executor.
+    RtlExecutor`): its results carry its own checks' ``discrepancies``."""
+
+    #: Fault injection: called with each channel's commands before the simulator gets them
+    #: and with the reads it returns (``docs/chat.md``), or None.
+    tamper: Callable[..., Any] | None
+
+    def simulated(self) -> Simulated:
+        """What the simulators ran so far."""
+        ...
+
+    def compare_mats(self) -> tuple[int, int]:
+        """Compare the simulated mats with the functional model's, word by word; return
+        (words compared, words that differ)."""
         ...
 
 
@@ -109,6 +162,10 @@ class FunctionalExecutor:
     def run(self, program: Program | Iterable[Instruction]) -> Result:
         """Execute ``program`` on the functional model; return its read-outs."""
         return Result(readouts=self.model.run(closed(program)))
+
+    def readers(self) -> list[tuple[str, Peek]]:
+        """The functional model's mats."""
+        return [("the functional model's mats", self.model.peek)]
 
 
 class CycleExecutor:
@@ -151,9 +208,15 @@ class CycleExecutor:
     def run(self, program: Program | Iterable[Instruction]) -> Result:
         """Schedule and execute ``program``; return read-outs, cycles, schedule and energy."""
         prog = closed(program)
-        timed = self.cycle_model.run(prog, self.state)
+        start = self.state
+        timed = self.cycle_model.run(prog, start)
         readouts = self.model.run(prog)
         self.state = timed.state
         return Result(readouts, timed.cycles, timed.schedule, timed.command_counts,
                       timed.bank_state_cycles,
-                      energy(timed.command_counts, timed.bank_state_cycles, timed.cycles))
+                      energy(timed.command_counts, timed.bank_state_cycles, timed.cycles),
+                      start)
+
+    def readers(self) -> list[tuple[str, Peek]]:
+        """The functional model's mats."""
+        return [("the functional model's mats", self.model.peek)]

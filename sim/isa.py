@@ -27,7 +27,7 @@ import numpy as np
 
 __all__ = [
     "Command", "Scope", "CommandMeta", "COMMAND_SCOPE", "COMMAND_META",
-    "BANK_ROW_COMMANDS", "ALL_ROWS_COMMANDS", "REG_MODE_COMMANDS",
+    "BANK_ROW_COMMANDS", "ALL_ROWS_COMMANDS", "REG_MODE_COMMANDS", "ACTIVATED_BANKS",
     "Opcode", "Field", "OpcodeInfo", "OPCODE_INFO", "Cfr", "Instruction",
     "channel_bit", "mask_channels",
 ]
@@ -82,6 +82,9 @@ class CommandMeta:
     closing: bool  # closes a row (explicitly or by auto-precharge)
     access: bool  # moves column data
 
+
+#: Bank rows one activation command opens (a row activation of each bank it opens counts).
+ACTIVATED_BANKS: dict[Command, int] = {Command.ACT: 1, Command.ACT4: 4, Command.ACT16: 16}
 
 COMMAND_SCOPE: dict[Command, Scope] = {
     Command.REFab: Scope.CHANNEL, Command.REFpb: Scope.BANK,

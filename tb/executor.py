@@ -52,12 +52,12 @@ from patton.hw.params import ChannelParams
 from patton.sim.check import verify_from
 from patton.sim.cycle_model import DeviceState
 from patton.sim.device import DEVICE, Device
-from patton.sim.executor import CycleExecutor, Result, closed
+from patton.sim.executor import CycleExecutor, Peek, Result, Simulated, closed
 from patton.sim.isa import Command, Instruction, Opcode
 from patton.sim.program import OPCODES, UNSET, Program, Readout
 from patton.sim.schedule import TimedCommand
 from patton.sim.timing import DEFAULT_PROFILE, Timing
-from patton.tb.player import SchedulePlayer
+from patton.tb.player import DRAIN, SchedulePlayer
 from patton.tb.scoreboard import Discrepancy, Scoreboard
 from patton.tb.session import Session
 
@@ -80,12 +80,11 @@ class RtlResult(Result):
     ``readouts`` are the RTL's values (model-only channels and ``R GPR`` excepted, see
     :class:`RtlExecutor`); ``cycles`` is the cycle model's count. ``rtl_cycles[channel]`` is
     the channel cycles the RTL simulated for the program (its last command plus the drain;
-    channels that received no command are absent); ``discrepancies`` lists what the scoreboard
-    found in this program (empty when it passed).
+    channels that received no command are absent; ``simulated_cycles`` is the longest);
+    ``discrepancies`` lists what the scoreboard found in this program (empty when it passed).
     """
 
     rtl_cycles: dict[int, int] = field(default_factory=dict)  # per bundled channel
-    discrepancies: list = field(default_factory=list)  # Discrepancy entries of this program
 
 
 @dataclass(slots=True)
@@ -259,6 +258,12 @@ class RtlExecutor:
         waited = time.perf_counter() - waiting
         for c, cmds in sent.items():
             got = results[c]
+            last = per_channel[c][-1].cycle  # the cycle model's last command on the channel
+            if got.cycles != last + DRAIN or last >= timed.cycles:
+                self.scoreboard.record(Discrepancy(
+                    "cycles", number, c, last, f"the program's {len(per_channel[c])} commands",
+                    f"the segment to end at the last command's cycle {last} + drain {DRAIN} "
+                    f"(the program takes {timed.cycles})", f"{got.cycles} cycles"))
             if self.tamper is not None:  # fault injection: the reads as the RTL returned them
                 got = dataclasses.replace(got, reads=self.tamper(
                     f"program {number} channel {c}", cmds, got.reads, None)[1])
@@ -280,10 +285,10 @@ class RtlExecutor:
         self.stats.rtl_cycles += max(rtl_cycles.values(), default=0)
         self.stats.rtl_seconds += waited
         self.stats.seconds += time.perf_counter() - started
-        result = RtlResult(readouts, timed.cycles, timed.schedule, timed.command_counts,
-                           timed.bank_state_cycles, timed.energy, rtl_cycles)
-        result.discrepancies = self.scoreboard.settle()
-        return result
+        return RtlResult(readouts, timed.cycles, timed.schedule, timed.command_counts,
+                         timed.bank_state_cycles, timed.energy, start,
+                         self.scoreboard.settle(), max(rtl_cycles.values(), default=0),
+                         rtl_cycles)
 
     def _dropped(self, prog: Program, per_channel: dict[int, list[TimedCommand]],
                  number: int) -> None:
@@ -376,6 +381,34 @@ class RtlExecutor:
             self.scoreboard.mats(want, self.mats(c), self.stats.programs, c, self.device.lanes)
         self.scoreboard.settle()
         return self.scoreboard.mat_words - before
+
+    def readers(self) -> list[tuple[str, Peek]]:
+        """The RTL's mats (each channel dumped when first read) and the functional model's."""
+        dev = self.device
+        dense: dict[int, np.ndarray] = {}
+
+        def peek(ch: int, bank: int, row: int) -> np.ndarray:
+            mats = dense.get(ch)
+            if mats is None:
+                mats = np.zeros((dev.banks, self.rows, dev.columns, dev.lanes), np.uint16)
+                for (b, r, col), word in self.mats(ch).items():
+                    mats[b, r, col] = word
+                dense[ch] = mats
+            return mats[bank, row]
+
+        return [("the RTL's mats", peek), ("the functional model's mats", self.model.peek)]
+
+    def simulated(self) -> Simulated:
+        """What the channel simulators ran so far."""
+        return Simulated(self.stats.rtl_seconds, self.stats.rtl_cycles,
+                         sum(s.cycles for s in self.sessions.values()))
+
+    def compare_mats(self) -> tuple[int, int]:
+        """Compare every bundled channel's RTL mats with the functional model's; return
+        (words compared, words that differ)."""
+        before = self.scoreboard.mat_mismatches
+        words = self.check_mats()
+        return words, self.scoreboard.mat_mismatches - before
 
     def close(self) -> None:
         """End every channel's simulator (waveforms are written now)."""

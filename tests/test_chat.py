@@ -11,7 +11,9 @@ import pytest
 from patton.sim.executor import CycleExecutor
 from patton.serving import conversations as cv
 from patton.serving import engine as eng
-from patton.serving.chat import DEMO_CONVERSATIONS, Chat, ChatSetup, Faults, TokenKV
+from patton.serving.chat import DEMO_CONVERSATIONS, Chat, ChatSetup
+from patton.serving.faults import Faults
+from patton.serving.kv_data import TokenKV
 from patton.serving.clients import Clients
 
 SETUP = ChatSetup()
@@ -75,12 +77,12 @@ def test_kv_is_a_function_of_the_token_prefix():
     a = data.hashes("a", [5, 6, 7, 8], 4)
     b = data.hashes("b", [5, 6, 7, 9], 4)
     assert a[:3] == b[:3] and a[3] != b[3]
-    ka, va = data.kv(a)
-    kb, vb = data.kv(b)
+    ka, va = data.of(a)
+    kb, vb = data.of(b)
     assert ka.shape == (SETUP.layers, 4, 1, 128) and ka.dtype == np.uint16
     assert (ka[:, :3] == kb[:, :3]).all() and (ka[:, 3] != kb[:, 3]).any()
-    assert (TokenKV(SETUP.config(), seed=3).kv(a)[1] == va).all()
-    assert (TokenKV(SETUP.config(), seed=4).kv(a)[0] != ka).any()
+    assert (TokenKV(SETUP.config(), seed=3).of(a)[1] == va).all()
+    assert (TokenKV(SETUP.config(), seed=4).of(a)[0] != ka).any()
 
 
 @pytest.mark.parametrize("kind, what", [

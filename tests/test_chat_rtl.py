@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import pytest
 from patton.serving import conversations as cv
-from patton.serving.chat import DEMO_CONVERSATIONS, Chat, ChatSetup, Faults
+from patton.serving.chat import DEMO_CONVERSATIONS, Chat, ChatSetup
+from patton.serving.faults import Faults
 
 pytestmark = pytest.mark.verilator
 

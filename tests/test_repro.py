@@ -1,9 +1,9 @@
 """``patton repro`` (``patton.eval``): figure arithmetic, the runner, micro and Fig. 9 end to
 end on small configurations, the files it writes, and its errors.
 
-Fig. 7 and Fig. 8 measure with ``patton.eval.cost``; here a fake with exactly its
-``RunCost.as_dict()`` shape stands in for it (monkeypatched), so the arithmetic is checked on
-numbers whose answers are known.
+Fig. 7 and Fig. 8 measure with ``patton.eval.cost``; here fakes with exactly its
+``RunCost.as_dict()`` shape stand in for its functions (monkeypatched), so the arithmetic is
+checked on numbers whose answers are known.
 """
 
 from __future__ import annotations
@@ -11,16 +11,14 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
-import sys
-import types
-from pathlib import Path
 
 import pytest
-from patton.eval import figures, paper, plots, report, runner, tasks
 from patton.cli.repro import main as repro_main
-from patton.cli.repro import reproduce, write
-from patton.eval.plan import FIGURES, FULL, QUICK
-from patton.eval.plan import tasks as plan_tasks
+from patton.eval import cost, paper, report, runner, tasks
+from patton.eval.figures import FIGURES, NAMES, common, fig7, fig8, fig9, micro
+from patton.eval.figures import tasks as plan_tasks
+from patton.eval.plan import FULL, QUICK
+from patton.eval.repro import reproduce, write
 from patton.eval.tasks import CostTask, FragmentationTask, HitTask, ValueWriteTask
 
 from patton.cli import main
@@ -76,22 +74,22 @@ def pairs_for(models, runtimes, frontends=("shared",)):
 
 
 def test_geomean_and_ratio():
-    assert figures.geomean([4.0, 1.0]) == pytest.approx(2.0)
-    assert figures.geomean([2.0, None]) is None
-    assert figures.ratio(1.0, 0.0) is None
+    assert common.geomean([4.0, 1.0]) == pytest.approx(2.0)
+    assert common.geomean([2.0, None]) is None
+    assert common.ratio(1.0, 0.0) is None
     with pytest.raises(ValueError):
-        figures.geomean([])
+        common.geomean([])
     with pytest.raises(ValueError):
-        figures.geomean([1.0, 0.0])
+        common.geomean([1.0, 0.0])
     # the paper's overall figures are the geometric means of its four per-baseline ones
     for key in ("speedup", "energy_gain"):
-        four = [paper.FIG7[key][b] for b in paper.BASELINES]
-        assert figures.geomean(four) == pytest.approx(paper.FIG7[key]["all"], abs=0.005)
+        four = [fig7.PAPER[key][b] for b in paper.BASELINES]
+        assert common.geomean(four) == pytest.approx(fig7.PAPER[key]["all"], abs=0.005)
 
 
 def test_fig7_normalises_to_patton_and_takes_geometric_means():
     models = ("llama3-8b", "opt-6.7b")
-    rec = figures.fig7(pairs_for(models, ("patton", *paper.BASELINES)), models)
+    rec = fig7.record(pairs_for(models, ("patton", *paper.BASELINES)), models)
     assert set(rec["speedup"]) == set(rec["energy_gain"]) == {*paper.BASELINES, "all"}
     assert all(isinstance(v, float) for v in (*rec["speedup"].values(),
                                               *rec["energy_gain"].values()))
@@ -101,27 +99,27 @@ def test_fig7_normalises_to_patton_and_takes_geometric_means():
     # energy: 24 J + 11 J over 8 J
     assert rec["per_model"]["llama3-8b"]["energy_gain"]["neupims"] == pytest.approx(35 / 8)
     assert rec["speedup"]["all"] == pytest.approx(
-        figures.geomean(rec["speedup"][b] for b in paper.BASELINES))
+        common.geomean(rec["speedup"][b] for b in paper.BASELINES))
     lat = rec["per_model"]["opt-6.7b"]["latency"]
     assert lat["patton"]["total"] == pytest.approx(1.0)
-    assert sum(lat["patton"][k] for k in figures.STACK) == pytest.approx(1.0)
+    assert sum(lat["patton"][k] for k in common.STACK) == pytest.approx(1.0)
     assert lat["neupims"]["recompute"] == pytest.approx(5 * 1.5 / 4)
-    assert sum(lat["attacc"][k] for k in figures.STACK) == pytest.approx(lat["attacc"]["total"])
+    assert sum(lat["attacc"][k] for k in common.STACK) == pytest.approx(lat["attacc"]["total"])
     # PIM attention energy only: neupims 24 J of parts over PATTON's 8 J
     comps = rec["per_model"]["llama3-8b"]["energy_components"]
     assert sum(comps["neupims"].values()) == pytest.approx(24 / 8)
     assert comps["patton"] == pytest.approx({"act": 0.25, "standby": 0.75})
     with pytest.raises(ValueError, match="no result for attacc"):
-        figures.fig7([p for p in pairs_for(models, ("patton", *paper.BASELINES))
+        fig7.record([p for p in pairs_for(models, ("patton", *paper.BASELINES))
                       if p[0].runtime != "attacc"], models)
 
 
 def test_fig8_is_attention_only_per_front_end():
     models = ("llama3-8b", "opt-6.7b")
-    rec = figures.fig8(pairs_for(models, ("patton", "patton-wo-cz", "blockpim"),
+    rec = fig8.record(pairs_for(models, ("patton", "patton-wo-cz", "blockpim"),
                                  ("shared", "per_channel")), models)
     for f in ("shared", "per_channel"):
-        assert set(rec[f]) == set(paper.FIG8[f])
+        assert set(rec[f]) == set(fig8.PAPER[f])
         r = rec[f]
         # parts only: PATTON 4 s vs wo-CZ 8 s (llama) and 12 s (opt): 1 - sqrt(4/8 * 4/12)
         assert r["latency_reduction_vs_wo_cz"] == pytest.approx(1 - math.sqrt(1 / 2 * 1 / 3))
@@ -143,7 +141,7 @@ def test_fig8_is_attention_only_per_front_end():
     # a result that does not split its energy: no components, the rest unchanged
     old = [(t, fake_cost(t.model, t.runtime, t.frontend, components=False))
            for t, _ in pairs_for(models, ("patton", "patton-wo-cz", "blockpim"))]
-    bare = figures.fig8(old + pairs_for(models, ("patton", "patton-wo-cz", "blockpim"),
+    bare = fig8.record(old + pairs_for(models, ("patton", "patton-wo-cz", "blockpim"),
                                         ("per_channel",)), models)
     assert "energy_components" not in bare["per_model"]["shared"]["opt-6.7b"]
     assert bare["shared"] == rec["shared"]
@@ -158,18 +156,18 @@ def test_fig9_and_micro_records():
                 "complete": False, "live_context_tokens": {"mean": 5.0, "max": 100 + i},
                 "capacity": {"tokens": 1000}, "usage": {"stranded_mean": 1.0},
                 "refusals": 0}))
-    rec = figures.fig9(hits)
+    rec = fig9.record(hits)
     assert rec["normal"] == pytest.approx({"gpu": 0.8, "patton": 0.7, "patton-no-o2v": 0.6})
     live = rec["pressure_live_tokens"]
     assert live == 100 and isinstance(live, int)  # the GPU reference's
-    assert set(rec) >= set(paper.FIG9)
+    assert set(rec) >= set(fig9.PAPER)
     frag = {"latency": 2.0, "energy": 1.5, "one_run": {}, "fragmented": {}}
     vw = {k: {"activations": 1, "cycles": 1, "energy_nj": 1.0} for k in
           ("cz", "no_cz_mem", "no_cz_abk")}
     vw["no_cz_mem_over_cz"] = {"activations": 12.8, "cycles": 1.0, "energy_nj": 1.4}
     vw["no_cz_abk_over_cz"] = {"activations": 12.8, "cycles": 0.2, "energy_nj": 0.65}
-    m = figures.micro([(FragmentationTask(), frag), (ValueWriteTask(), vw)])
-    assert set(m) >= set(paper.MICRO)
+    m = micro.record([(FragmentationTask(), frag), (ValueWriteTask(), vw)])
+    assert set(m) >= set(micro.PAPER)
     assert (m["cz_activation_reduction"], m["fragmentation_latency"],
             m["fragmentation_energy"]) == (12.8, 2.0, 1.5)
 
@@ -201,7 +199,7 @@ def test_plan_sizes_and_shared_tasks():
 
 @pytest.fixture
 def fake_run_cost(monkeypatch):
-    """Install a fake ``patton.eval.cost`` (the real one's interface)."""
+    """Fakes of ``patton.eval.cost``'s functions (the real ones' interface)."""
     calls = []
 
     class RunCost:
@@ -236,15 +234,9 @@ def fake_run_cost(monkeypatch):
                 out[m.name, f] = RunCost(fake_cost(m.name, runtime, f))
         return out
 
-    module = types.ModuleType(tasks.RUN_COST)
-    module.reference, module.measure, module.RunCost = reference, measure, RunCost
-    module.measure_many = measure_many
-    monkeypatch.setitem(sys.modules, tasks.RUN_COST, module)
-    # ``from patton.eval import cost`` finds the package's attribute first, which an earlier
-    # test's import of the real module has set
-    import patton.eval as evaluation
-
-    monkeypatch.setattr(evaluation, "cost", module, raising=False)
+    monkeypatch.setattr(cost, "reference", reference)
+    monkeypatch.setattr(cost, "measure", measure)
+    monkeypatch.setattr(cost, "measure_many", measure_many)
     return calls
 
 
@@ -273,7 +265,7 @@ def test_micro_end_to_end(tmp_path, capsys):
     scale = SMALL
     records = reproduce(["micro"], scale, workers=1)
     m = records["micro"]
-    assert set(m) >= set(paper.MICRO)
+    assert set(m) >= set(micro.PAPER)
     assert m["fragmentation_latency"] == pytest.approx(904 / 414)  # docs/runtime.md §6
     assert 1.2 < m["fragmentation_energy"] < 1.4
     # 4 requests share the CRS row: 16*128 / (16*64/4 + 128) = 5.33x fewer activations
@@ -350,16 +342,16 @@ def test_ray_local():
 
 def test_plots_and_markdown_have_the_papers_numbers(tmp_path, fake_run_cost):
     models = ("llama3-8b", "opt-6.7b")
-    recs = {"fig7": figures.fig7(pairs_for(models, ("patton", *paper.BASELINES)), models),
-            "fig8": figures.fig8(pairs_for(models, ("patton", "patton-wo-cz", "blockpim"),
+    recs = {"fig7": fig7.record(pairs_for(models, ("patton", *paper.BASELINES)), models),
+            "fig8": fig8.record(pairs_for(models, ("patton", "patton-wo-cz", "blockpim"),
                                            ("shared", "per_channel")), models)}
     hits = [(HitTask(r, load, 10), {"hit_rate": 0.5, "steps": 10, "requests": 3,
                                     "preemptions": 0, "complete": False,
                                     "live_context_tokens": {"mean": 5.0, "max": 9},
                                     "capacity": {"tokens": 100}, "usage": {}, "refusals": 0})
             for load in ("normal", "pressure") for r in ("gpu", "patton", "patton-no-o2v")]
-    recs["fig9"] = figures.fig9(hits)
-    for p in plots.write(recs, tmp_path):
+    recs["fig9"] = fig9.record(hits)
+    for p in (FIGURES[name].plot(rec, tmp_path / f"{name}.png") for name, rec in recs.items()):
         assert p.stat().st_size > 10_000 and p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     md = report.markdown(recs, command="patton repro all")
     for number in ("4.27x", "1.42x", "1.52x", "1.57x", "7.94x", "6.77x", "6.70x", "1.51x",
@@ -480,12 +472,8 @@ def test_unwritable_out_is_an_error_before_anything_runs(tmp_path, capsys, monke
         assert message in err and str(out) in err and "Traceback" not in err
 
 
-def test_fig7_without_run_cost_and_ray_without_ray(tmp_path, capsys, monkeypatch):
+def test_ray_without_ray_is_an_error_before_anything_runs(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr("patton.cli.repro.reproduce", lambda *a, **k: pytest.fail("ran"))
-    monkeypatch.setattr(tasks, "run_cost_available", lambda: False)
-    assert main(["repro", "all", "--out", str(tmp_path)]) == 2
-    err = capsys.readouterr().err
-    assert "fig7 and fig8 need patton.eval.cost" in err
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name == "ray" else real(name, *a))
@@ -494,8 +482,12 @@ def test_fig7_without_run_cost_and_ray_without_ray(tmp_path, capsys, monkeypatch
 
 
 def test_every_figure_is_a_verb():
-    assert FIGURES == ("fig7", "fig8", "fig9", "micro")
-    assert Path(tasks.BENCHMARKS, "runtime_fragmentation.py").is_file()
+    assert NAMES == ("fig7", "fig8", "fig9", "micro")
+    from patton.cli import parser
+
+    verb = next(a for a in parser()._subparsers._group_actions[0].choices["repro"]._actions
+                if a.dest == "figure")
+    assert verb.choices == (*NAMES, "all")
 
 
 def test_passes_group_what_one_run_serves():

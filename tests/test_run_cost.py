@@ -21,13 +21,16 @@ from patton.sim.device import DEVICE
 from patton.sim.energy import COMPONENTS, energy
 from patton.sim.executor import closed
 from patton.eval import cost as run_cost
-from patton.serving import runtimes
+from patton.serving import capacity
+from patton.serving.adapter import Attached
 from patton.serving.chat import DEMO_CONVERSATIONS
-from patton.serving.clients import Clients
 from patton.serving.conversations import read
+from patton.serving.driver import Driver
 from patton.serving.engine import EmbeddedEngine
-from patton.eval.cost import PARTS, measure, reference
-from patton.serving.vllm_engine import VllmParams
+from patton.eval.cost import PART_OF, PARTS, measure, reference
+from patton.serving.forward import PARTS as BATCHING
+from patton.serving.interface import EngineParams
+from patton.serving.kv_data import Pattern
 
 DEMO = read(DEMO_CONVERSATIONS)  # 8 short conversations, 2-3 turns each
 SMALL = {"clients": 4, "pool": 8}
@@ -89,15 +92,15 @@ def test_recompute_when_memory_is_tight():
 
 
 def test_prefix_caching_off_gives_no_hits(monkeypatch):
-    monkeypatch.setattr(runtimes, "PROFILES",
-                        {"patton": runtimes.Profile("patton", 16, False, None)}, raising=False)
+    monkeypatch.setattr(capacity, "REQUIREMENTS",
+                        {"patton": capacity.Requirements("patton", 16, False, None)})
     rc = measure(DEMO, "llama3-8b", "patton", steps=200, **SMALL)
     assert rc.hit_rate == 0.0 and rc.recomputed_tokens > 0 and rc.recompute_seconds > 0
 
 
 def test_profile_context_limit(monkeypatch):
-    monkeypatch.setattr(runtimes, "PROFILES",
-                        {"patton": runtimes.Profile("patton", 16, True, 1024)}, raising=False)
+    monkeypatch.setattr(capacity, "REQUIREMENTS",
+                        {"patton": capacity.Requirements("patton", 16, True, 1024)})
     with pytest.raises(ValueError, match="at most 1024 tokens"):
         measure(DEMO, "llama3-8b", "patton", steps=2, **SMALL)
     assert measure(DEMO, "llama3-8b", "patton", steps=2, max_model_len=1024, **SMALL).steps == 2
@@ -191,16 +194,75 @@ def _swap(state: DeviceState, band: int, layer: int) -> DeviceState:
                        state.reg_mode, state.cfr)
 
 
-def _explicit(variant: str, layers: int, steps: int, sample: int):
-    """Serve DEMO on a runtime of ``layers`` layers, every layer and query head issued.
+class _Layers:
+    """The step driver's observer that costs an N-layer runtime's every program explicitly.
 
-    Returns the totals by part and the number of (step, layer, program) comparisons made:
-    at every ``sample``-th step each layer's programs, from the step's start state with the
-    layer's band and layer 0's exchanged, must cost what layer 0's cost from the start state.
+    Per step it splits the write programs by layer band and takes each layer's QK^T and SV,
+    every query head issued; at every ``sample``-th step each layer's chain, from the step's
+    start state with the layer's band and layer 0's exchanged, must cost what layer 0's costs
+    from the start state.
     """
+
+    def __init__(self, layers: int, band: int, group: int, sample: int) -> None:
+        self.layers, self.band, self.group, self.sample = layers, band, group, sample
+        self.cm = CycleModel(DEVICE, record=False, drain=True)
+        self.totals = {name: [0, 0.0, np.zeros(len(COMPONENTS))] for name in PARTS}
+        self.state = DeviceState.reset(DEVICE)
+        self.compared = 0
+        self.decode = 0
+        self.writes: list = []
+        self.attention: list = []
+
+    def _cost(self, prog, state):
+        r = self.cm.run(prog, state)
+        e = energy(r.command_counts, r.bank_state_cycles, r.cycles)
+        return r.cycles, e.total * 1e3, r.state, np.array(list(e.components.values())) * 1e3
+
+    def scheduled(self, work) -> None:
+        self.writes, self.attention = [], []
+        self.decode += len(work.decode)
+
+    def ran(self, work, phase, prog, result) -> None:
+        (self.attention if phase in ("qk", "sv") else self.writes).append((PART_OF[phase], prog))
+
+    def stepped(self, work, out) -> None:
+        band, layers = self.band, self.layers
+        chains = []
+        for layer in range(layers):
+            chain = []
+            for part, prog in self.writes:
+                body = prog[:-1]  # without its EOC
+                assert (body.row >= 0).all()
+                mine = np.flatnonzero(body.row // band == layer)
+                if len(mine):
+                    chain.append((part, closed(body.take(mine)), 1))
+            chain += [(part, prog, self.group) for part, prog in
+                      self.attention[2 * layer:2 * layer + 2]]
+            chains.append(chain)
+        if work.index % self.sample == 0:
+            for layer in range(1, layers):
+                s0, sl = self.state, _swap(self.state, band, layer)
+                for (p0, prog0, _), (pl, progl, _) in zip(chains[0], chains[layer],
+                                                         strict=True):
+                    a, b = self._cost(prog0, s0), self._cost(progl, sl)
+                    assert p0 == pl and a[:2] == b[:2], (work.index, layer, p0)
+                    assert b[2] == _swap(a[2], band, layer)
+                    s0, sl = a[2], b[2]
+                    self.compared += 1
+        for chain in chains:
+            for part, prog, repeats in chain:
+                for _ in range(repeats):
+                    cycles, pj, self.state, split = self._cost(prog, self.state)
+                    self.totals[part][0] += cycles
+                    self.totals[part][1] += pj
+                    self.totals[part][2] += split
+
+
+def _explicit(variant: str, layers: int, steps: int, sample: int):
+    """Serve DEMO on a runtime of ``layers`` layers, every layer and query head issued
+    (:class:`_Layers`); return the totals by part and the (step, layer, program) comparisons."""
     model = MODELS["llama3-8b"]
-    group = model.q_heads // model.kv_heads
-    cap = runtimes.capacity(variant, model)
+    cap = capacity.capacity(variant, model)
     band = cap.layer_rows
     if variant in BASELINES:
         b = BASELINES[variant]
@@ -208,75 +270,14 @@ def _explicit(variant: str, layers: int, steps: int, sample: int):
                                 layer_rows=band))
     else:
         rt = runtime_variant(variant).runtime(Config(model, layers=layers, layer_rows=band))
-    att = runtimes.Attached(cap, rt, fill=False)
-    params = VllmParams(cap.block_size, cap.num_blocks, SMALL["clients"], 2048, 2048,
-                        enable_prefix_caching=runtimes.PROFILES[variant].prefix_caching)
-    engine = EmbeddedEngine(params, observer=att.observe, placement=att.placement)
-    clients = Clients(DEMO, clients=SMALL["clients"], pool=SMALL["pool"], max_model_len=2048)
-    cm = CycleModel(DEVICE, record=False, drain=True)
-    c = rt.config
-    totals = {name: [0, 0.0, np.zeros(len(COMPONENTS))] for name in PARTS}
-    compared = 0
-
-    def cost(prog, state):
-        r = cm.run(prog, state)
-        e = energy(r.command_counts, r.bank_state_cycles, r.cycles)
-        return r.cycles, e.total * 1e3, r.state, np.array(list(e.components.values())) * 1e3
-
-    state = DeviceState.reset(DEVICE)
-    for step in range(steps):
-        for request, _ in clients.send():
-            engine.add(request)
-        if clients.in_flight == 0:
-            break
-        batch = engine.schedule()
-        work = run_cost._work(batch, engine, att)
-        writes = []
-        if work.decode:
-            kv = np.full((len(work.decode), layers, c.heads, c.d_head), 0x3F80, np.uint16)
-            writes += run_cost._split(rt.append([b for _, _, b in work.decode], kv, kv))
-        if work.pieces:
-            items = []
-            for _, block, offset, _, n in work.pieces:
-                kv = np.full((layers, n, c.heads, c.d_head), 0x3F80, np.uint16)
-                items.append((block, offset, kv, kv))
-            writes += run_cost._split(rt.write_program(items))
-        chains = []
-        for layer in range(layers):
-            chain = []
-            for part, prog in writes:
-                body = prog[:-1]  # without the EOC _split added
-                assert (body.row >= 0).all()
-                mine = np.flatnonzero(body.row // band == layer)
-                if len(mine):
-                    chain.append((part, closed(body.take(mine)), 1))
-            if work.decode:
-                rids = [rid for _, rid, _ in work.decode]
-                q = np.full((len(rids), c.heads, c.d_head), 0x3F80, np.uint16)
-                chain.append(("qk", closed(rt.qk_step(rids, layer, q)[0]), group))
-                buf = rt.sv_buffer(rids, layer, work.width)
-                chain.append(("sv", closed(rt.sv_step(rids, layer, buf)[0]), group))
-            chains.append(chain)
-        if step % sample == 0:
-            for layer in range(1, layers):
-                s0, sl = state, _swap(state, band, layer)
-                for (p0, prog0, _), (pl, progl, _) in zip(chains[0], chains[layer],
-                                                         strict=True):
-                    a, b = cost(prog0, s0), cost(progl, sl)
-                    assert p0 == pl and a[:2] == b[:2], (step, layer, p0)
-                    assert b[2] == _swap(a[2], band, layer)
-                    s0, sl = a[2], b[2]
-                    compared += 1
-        for chain in chains:
-            for part, prog, repeats in chain:
-                for _ in range(repeats):
-                    cycles, pj, state, split = cost(prog, state)
-                    totals[part][0] += cycles
-                    totals[part][1] += pj
-                    totals[part][2] += split
-        out = engine.update(batch)
-        clients.finish(f.request_id for f in out.finished)
-    return totals, compared
+    params = EngineParams(cap.block_size, cap.num_blocks, SMALL["clients"], 2048, 2048,
+                          enable_prefix_caching=capacity.REQUIREMENTS[variant].prefix_caching)
+    observer = _Layers(layers, band, model.q_heads // model.kv_heads, sample)
+    Driver(EmbeddedEngine, params, DEMO, clients=SMALL["clients"], pool=SMALL["pool"],
+           attached=Attached(cap, rt, fill=False), observers=[observer],
+           data=Pattern(rt.config), batching=BATCHING, max_steps=steps).run()
+    assert observer.decode > 0
+    return observer.totals, observer.compared
 
 
 @pytest.mark.parametrize("variant, layers", [("patton", 2), ("patton", 3), ("patton", 4),
@@ -287,10 +288,7 @@ def test_one_layer_times_layers_is_exact(variant, layers):
     steps = 20
     totals, compared = _explicit(variant, layers, steps, sample=4)
     assert compared > 0
-    meter = run_cost._prepare(DEMO, "llama3-8b", variant, steps=steps, frontend="shared",
-                              ref=None, check=False, num_blocks=None, max_model_len=2048,
-                              max_batched_tokens=2048, layers=layers, **SMALL)
-    (rc,) = meter.run(None).values()
+    rc = measure(DEMO, "llama3-8b", variant, steps=steps, layers=layers, **SMALL)
     assert rc.decode_tokens > 0
     for name in PARTS:
         assert rc.parts[name].cycles == totals[name][0], name
@@ -322,7 +320,7 @@ def test_a_later_run_reuses_the_process_costs_exactly(monkeypatch, runtime):
 # ------------------------------------------------------------------------------ checks
 
 
-@pytest.mark.parametrize("variant", [v for v in runtimes.VARIANTS if v != "gpu"])
+@pytest.mark.parametrize("variant", [v for v in capacity.RUNTIMES if v != "gpu"])
 def test_replayed_run_is_bit_exact_verified_and_costs_the_same(variant):
     """Every runtime's programs of a serving run: verified, replayed on the functional model
     with attention bit-exact, and costed as an unchecked run costs them."""

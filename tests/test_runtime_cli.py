@@ -21,11 +21,13 @@ def _run(argv: list[str], capsys) -> tuple[int, str]:
 
 def test_scenario_json(capsys) -> None:
     status, out = _run(["runtime", "scenario", "--model", "llama3-8b", "--requests", "2",
-                        "--steps", "18", "--seed", "1", "--json"], capsys)
+                        "--steps", "30", "--seed", "1", "--json"], capsys)
     report = json.loads(out)
-    assert status == 0 and report["ok"] is True
+    assert status == 0 and report["ok"] is True and report["failures"] == []
     assert report["placement_mismatches"] == 0 and report["placement_elements_checked"] > 0
-    assert report["exact_mismatches_qk"] == report["exact_mismatches_sv"] == 0
+    assert report["mismatches"] == report["violations"] == 0
+    assert report["attention_checks"] > 0 and report["single_token_value_writes"] > 0
+    assert report["served"]["steps"] == 30 and report["events"]["alloc"] > 0
     assert 0 < report["max_abs_err_qk"] and 0 < report["max_abs_err_sv"]
     acts, cycles = report["value_write_row_activations"], report["value_write_cycles"]
     assert set(acts) == set(cycles) == {"cz", "no_cz"}
@@ -37,10 +39,10 @@ def test_scenario_json(capsys) -> None:
 def test_scenario_text_mha_and_trace_replays(capsys, tmp_path) -> None:
     out_trace = tmp_path / "scenario.trace"
     status, out = _run(["runtime", "scenario", "--model", "opt-6.7b", "--requests", "1",
-                        "--steps", "3", "--trace", str(out_trace)], capsys)
+                        "--steps", "6", "--trace", str(out_trace)], capsys)
     assert status == 0
     assert "{" not in out  # a labelled table, not Python dicts
-    assert out.startswith("scenario   opt-6.7b, 1 request(s), 3 decode step(s), seed 0")
+    assert out.startswith("scenario   opt-6.7b, 1 client(s), 6 scheduler step(s), seed 0")
     assert "PATTON (Commit Zone)" in out and "no CZ, WR_ABK" in out
     assert "no CZ, W MEM" not in out and "--mem-baseline adds per-bank W MEM" in out
     assert f"trace      {out_trace}" in out
@@ -70,13 +72,13 @@ def test_scenario_table_names_both_baselines(capsys) -> None:
         [report["value_write_row_activations"][k] for k in ("cz", "no_cz", "no_cz_mem")]
 
 
-def test_scenario_progress_bar_wraps_the_events(capsys) -> None:
-    from patton.cli.runtime import _events
+def test_scenario_progress_bar_counts_the_steps(capsys) -> None:
+    from patton.cli.runtime import _Bar
 
-    log = [("x",), ("y",)]
-    assert _events(log, "PATTON", False) is log
-    bar = _events(log, "PATTON", True)
-    assert list(bar) == log and bar.total == 2 and bar.delay == 2.0
+    bar = _Bar("PATTON", 2)
+    bar.stepped(None, None)
+    assert bar.bar.total == 2 and bar.bar.n == 1 and bar.bar.delay == 2.0
+    bar.bar.close()
     status, out = _run(["runtime", "scenario", "--requests", "1", "--steps", "2",
                         "--progress", "--json"], capsys)
     assert status == 0 and json.loads(out)["ok"]

@@ -1,10 +1,12 @@
-"""End to end on the functional model: random serving scenarios, checked value by value.
+"""End to end on the models: random serving scenarios through the step driver, checked value
+by value.
 
-Every attention check compares QK^T scores and SV outputs read back through RD_MAC with (a) a
-NumPy reference that replays the documented bf16 datapath in the plan's reduction order (must
-be bit-exact) and (b) float64 (within ``TOLERANCE * sum |a_i b_i|``); after the scenario every
-written Key and Value element of every bound block is read from the mats at the place the
-metadata names.
+Every attention check compares the QK^T scores and SV outputs read back through RD_MAC with (a)
+a NumPy reference that replays the documented bf16 datapath in the plan's reduction order (must
+be bit-exact) and (b) float64 (within ``TOLERANCE * sum |a_i b_i|``); every KV element a step
+writes, and every commit, is read back from the mats where the metadata says, and at the end
+every written token of every bound block again (``Checks.sweep``); every schedule passes
+``verify``.
 """
 
 from __future__ import annotations
@@ -14,11 +16,9 @@ from patton.runtime.models import ModelSpec
 from patton.runtime.patton.config import Config
 from patton.runtime.patton.metadata import CzPlace
 from patton.runtime.patton.variants import VARIANTS
+from patton.serving.scenario import Scenario, run
 from patton.sim.device import DEVICE
-from patton.sim.functional import FunctionalModel
-from patton.serving.checks import check_placements
-from patton.serving.loop import execute
-from patton.serving.scenario import Tokens, generate, origins
+from patton.sim.executor import CycleExecutor
 
 CASES = {
     # name: (model, device channels, config); few rows per layer, so capacity runs out
@@ -37,25 +37,25 @@ def _config(name: str) -> Config:
 
 
 def _check(c: Config, variant: str, seed: int, steps: int = 40) -> None:
-    log = generate(c, requests=3, steps=steps, seed=seed, attend_every=10, evict_rate=0.25,
-                   decode=(4, 20))
-    kinds = [e[0] for e in log]
-    assert {"share", "evict", "finish", "prefill", "decode", "attend"} <= set(kinds)
-    rt, rep = execute(c, log, VARIANTS[variant], seed=seed)
-    rt.check()
-    assert rep.attends >= 3
-    assert rep.exact_mismatches_qk == 0
-    assert rep.exact_mismatches_sv == 0
-    assert rep.max_tol_ratio <= 1.0
-    assert rep.max_abs_err_qk > 0.0  # bf16 scores are not float64 ...
-    assert rep.placement_checked > 1000
-    assert rep.placement_mismatches == 0
+    served = run(c, Scenario(requests=3, steps=steps, seed=seed), VARIANTS[variant])
+    served.attached.runtime.check()
+    events = served.counts.events
+    assert {"alloc", "share", "cache", "release", "evict"} <= set(events), events
+    assert served.attached.refused > 0  # the runtime's placement refused blocks
+    total, acc = served.checks.total, served.checks.accuracy
+    assert total.failures == [] and total.mismatches == 0 and total.violations == 0
+    assert total.attentions >= 20
+    assert acc.max_tol_ratio <= 1.0
+    assert acc.max_abs_err_qk > 0.0  # bf16 scores are not float64 ...
+    assert total.placement_checked > 1000 and total.placement_mismatches == 0
+    bad, checked, failures = served.checks.sweep()
+    assert checked > 1000 and bad == 0 and failures == []
     if variant == "patton":
-        assert rep.commits > 0
+        assert total.commits > 0
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_scenario_on_functional_model(name: str) -> None:
+def test_scenario_on_the_models(name: str) -> None:
     _check(_config(name), "patton", seed=3)
 
 
@@ -69,20 +69,22 @@ def test_ch_per_head_of_cases() -> None:
 
 
 def test_corrupted_mat_is_detected() -> None:
-    """The checks can fail: flip one stored Value bit and the placement check counts it."""
+    """The checks can fail: flip one stored Value bit and the sweep counts it."""
     c = _config("gqa-d64")
-    log = generate(c, requests=2, steps=20, seed=1, attend_every=100)
-    fm = FunctionalModel(c.device)
-    rt, rep = execute(c, log, seed=1, model=fm)
-    assert rep.placement_mismatches == 0 and rep.placement_checked > 0
+    ex = CycleExecutor(c.device)
+    served = run(c, Scenario(requests=2, steps=20, seed=1), executor=ex)
+    bad, checked, _ = served.checks.sweep()
+    assert bad == 0 and checked > 0
+    rt = served.attached.runtime
     bid = sorted(rt.blocks)[0]
     _, vp = rt.placements(bid)
     if isinstance(vp, CzPlace):
         row, col = c.row(0, vp.row), vp.col0
     else:
         row, col = c.row(0, vp.row0), vp.col
+    fm = ex.model
     words = fm.peek(c.channel(0, 0), 0, row)
     words[col, 0] ^= 0x0001
     fm.poke(c.channel(0, 0), 0, row, words)
-    bad, checked = check_placements(rt, fm, Tokens(c, 1), origins(log))
-    assert bad == 1 and checked == rep.placement_checked
+    bad, again, failures = served.checks.sweep()
+    assert bad == 1 and again == checked and len(failures) == 1

@@ -1,9 +1,10 @@
 """Columnar programs expand to exactly the instructions of the list generators.
 
-Random serving scenarios are replayed on a runtime; every write call's columnar programs
-(:meth:`Runtime.write_program`) and every attention program (per request and batched over
-all live requests) are expanded and compared field by field, payload words included, with the
-instruction lists :mod:`patton.runtime.reference.programs` builds for the same placements and data.
+Random serving scenarios are served through the step driver; every write call's columnar
+programs (:meth:`Runtime.write_program`) and every attention program (per request and batched
+over all live requests) are expanded and compared field by field, payload words included, with
+the instruction lists :mod:`patton.runtime.reference.programs` builds for the same placements
+and data.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from patton.runtime.patton.metadata import CzPlace, Mode, ValuePlace
 from patton.sim.device import DEVICE
 from patton.sim.isa import Instruction, Opcode
 from patton.sim.program import Program, concat
-from patton.serving.loop import apply_lifecycle
-from patton.serving.scenario import Tokens, generate
+from patton.runtime.patton.variants import Variant
+from patton.serving.forward import STEP
+from patton.serving.scenario import Scenario, run
 from test_runtime_e2e import CASES, _config
 
 
@@ -86,65 +88,85 @@ def _readouts(prog: list[Instruction]) -> int:
     return sum(len(i.channels()) for i in prog if i.opcode is Opcode.RD_MAC)
 
 
+class _Compare:
+    """Compares every program the runtime builds in a served scenario with the list
+    generators (an observer of the step driver): each step's write call, and every 7th step
+    the attention of every live request, alone and batched."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.compared = 0
+        self.rt: Runtime | None = None
+        self.shadows: dict = {}
+        self.got: list[Instruction] = []
+
+    def start(self, driver) -> None:
+        self.rt = driver.attached.runtime
+
+    def writing(self, work, items) -> None:
+        rt = self.rt
+        self.shadows = {bid: None if rt.blocks[bid].shadow is None
+                        else rt.blocks[bid].shadow.copy() for bid, *_ in items}
+        self.got = []
+
+    def ran(self, work, phase, program, result) -> None:
+        if work.call == "write":
+            self.got += program[:-1].to_instructions()  # its EOC left out
+
+    def wrote(self, work, items) -> None:
+        want = _ref_writes(self.rt, items, self.shadows)
+        _same(self.got, want)
+        self.compared += len(want)
+
+    def attending(self, work) -> None:
+        if work.index % 7:
+            return
+        rt, rng = self.rt, self.rng
+        c = rt.config
+        reqs = sorted(rt.requests)
+        width = max(len(rt.table(r)) for r in reqs) * c.block_size + c.block_size
+        queries = rng.integers(0, 1 << 16, (len(reqs), c.heads, c.d_head), dtype=np.uint16)
+        probs = np.zeros((len(reqs), c.heads, width), dtype=np.uint16)
+        for layer in range(c.n_layers):
+            qk_all, sv_all = [], []
+            for k, r in enumerate(reqs):
+                n = rt.seq_len(r)
+                scores = rng.integers(0, 1 << 16, (c.heads, n), dtype=np.uint16)
+                probs[k][:, rt.token_index(r)] = scores
+                padded = probs[k][:, :len(rt.table(r)) * c.block_size]
+                want_qk, want_sv, qplan, splan = _ref_attention(rt, r, layer, queries[k], padded)
+                got_qk, got_qplan = rt.qk(r, layer, queries[k])
+                got_sv, got_splan = rt.sv(r, layer, scores)
+                _same(got_qk, want_qk)
+                _same(got_sv, want_sv)
+                assert (got_qplan.reads, got_qplan.blocks) == (qplan.reads, qplan.blocks)
+                assert (got_splan.segments, got_splan.blocks) == (splan.segments, splan.blocks)
+                assert qplan.readouts(c) == _readouts(want_qk)
+                assert splan.readouts(c) == _readouts(want_sv)
+                qk_all += want_qk
+                sv_all += want_sv
+                self.compared += len(want_qk) + len(want_sv)
+            prog, _ = rt.qk_step(reqs, layer, queries)
+            _same(prog.to_instructions(), qk_all)
+            prog, _ = rt.sv_step(reqs, layer, probs)
+            _same(prog.to_instructions(), sv_all)
+            buf = rt.sv_buffer(reqs, layer, width)
+            buf[:] = probs
+            prog, _ = rt.sv_step(reqs, layer, buf)
+            assert np.shares_memory(prog.data, buf)  # scores used in place
+            _same(prog.to_instructions(), sv_all)
+            # a second step reuses the batch and gives the same programs
+            _same(rt.qk_step(reqs, layer, queries)[0].to_instructions(), qk_all)
+
+
 def _replay(c: Config, mode: Mode, seed: int, token_op: str = "abk") -> int:
-    """Replay a random scenario, comparing every program; return the instructions compared."""
-    log = generate(c, requests=3, steps=30, seed=seed, attend_every=7, evict_rate=0.25,
-                   decode=(4, 20))
-    rt = Runtime(c, mode, token_op=token_op)
-    data = Tokens(c, seed)
-    rng = np.random.default_rng(seed)
-    compared = 0
-    for ev in log:
-        kind = ev[0]
-        if apply_lifecycle(rt, ev):
-            continue
-        if kind in ("prefill", "decode"):
-            items = [(bid, start, *data.span(conv, pos0, n))
-                     for bid, start, n, conv, pos0 in ev[1]]
-            shadows = {bid: None if rt.blocks[bid].shadow is None
-                       else rt.blocks[bid].shadow.copy() for bid, *_ in items}
-            got = rt.write_program(items)
-            want = _ref_writes(rt, items, shadows)
-            _same(got.all.to_instructions(), want)
-            compared += len(want)
-        elif kind == "attend":
-            reqs = sorted(rt.requests)
-            width = max(len(rt.table(r)) for r in reqs) * c.block_size + c.block_size
-            queries = rng.integers(0, 1 << 16, (len(reqs), c.heads, c.d_head), dtype=np.uint16)
-            probs = np.zeros((len(reqs), c.heads, width), dtype=np.uint16)
-            for layer in range(c.n_layers):
-                qk_all, sv_all = [], []
-                for k, r in enumerate(reqs):
-                    n = rt.seq_len(r)
-                    scores = rng.integers(0, 1 << 16, (c.heads, n), dtype=np.uint16)
-                    probs[k][:, rt.token_index(r)] = scores
-                    padded = probs[k][:, :len(rt.table(r)) * c.block_size]
-                    want_qk, want_sv, qplan, splan = _ref_attention(rt, r, layer, queries[k],
-                                                                    padded)
-                    got_qk, got_qplan = rt.qk(r, layer, queries[k])
-                    got_sv, got_splan = rt.sv(r, layer, scores)
-                    _same(got_qk, want_qk)
-                    _same(got_sv, want_sv)
-                    assert (got_qplan.reads, got_qplan.blocks) == (qplan.reads, qplan.blocks)
-                    assert (got_splan.segments, got_splan.blocks) == (splan.segments,
-                                                                      splan.blocks)
-                    assert qplan.readouts(c) == _readouts(want_qk)
-                    assert splan.readouts(c) == _readouts(want_sv)
-                    qk_all += want_qk
-                    sv_all += want_sv
-                    compared += len(want_qk) + len(want_sv)
-                prog, _ = rt.qk_step(reqs, layer, queries)
-                _same(prog.to_instructions(), qk_all)
-                prog, _ = rt.sv_step(reqs, layer, probs)
-                _same(prog.to_instructions(), sv_all)
-                buf = rt.sv_buffer(reqs, layer, width)
-                buf[:] = probs
-                prog, _ = rt.sv_step(reqs, layer, buf)
-                assert np.shares_memory(prog.data, buf)  # scores used in place
-                _same(prog.to_instructions(), sv_all)
-                # a second step reuses the batch and gives the same programs
-                _same(rt.qk_step(reqs, layer, queries)[0].to_instructions(), qk_all)
-    return compared
+    """Serve a random scenario, comparing every program; return the instructions compared."""
+    compare = _Compare(seed)
+    variant = Variant("compared", commit_zone=mode is Mode.PATTON, token_op=token_op)
+    served = run(c, Scenario(requests=3, steps=30, seed=seed), variant, device=False,
+                 batching=STEP, observers=[compare])
+    assert served.counts.decode_tokens > 0 and served.checks.total.failures == []
+    return compare.compared
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -16,21 +16,14 @@ import json
 from pathlib import Path
 
 import pytest
-from patton.serving.block_pool import (
-    ALLOC,
-    CACHE,
-    EVICT,
-    RELEASE,
-    SHARE,
-    UNSHARE,
-    BlockEvent,
-    BlockPool,
-)
-from patton.serving.clients import Request, run
+from patton.serving.events import BlockEvent, EventKind
+from patton.serving.block_pool import BlockPool
+from drive import serve
+from patton.serving.interface import Request
 from patton.serving.conversations import read
 from patton.serving.engine import SETTINGS, EmbeddedEngine
 from patton.serving.kv_cache import KVCacheManager, PrefixKeys
-from patton.serving.vllm_engine import VllmParams
+from patton.serving.interface import EngineParams
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = sorted((ROOT / "tests/data/serving/golden").glob("*.json.gz"))
@@ -83,9 +76,9 @@ def load_golden(path: Path) -> dict:
     return json.loads(gzip.decompress(path.read_bytes()))
 
 
-def params_of(golden: dict) -> VllmParams:
+def params_of(golden: dict) -> EngineParams:
     p = golden["params"]
-    return VllmParams(block_size=p["block_size"], num_blocks=p["num_blocks"],
+    return EngineParams(block_size=p["block_size"], num_blocks=p["num_blocks"],
                       max_num_seqs=p["max_num_seqs"],
                       max_num_batched_tokens=p["max_num_batched_tokens"],
                       max_model_len=p["max_model_len"])
@@ -95,7 +88,7 @@ def replay(golden: dict, **engine_kwargs):
     p = golden["params"]
     conversations = read(ROOT / p["conversations"])
     engine = EmbeddedEngine(params_of(golden), **engine_kwargs)
-    result = run(engine, conversations, clients=p["clients"], pool=p["pool"],
+    result = serve(engine, conversations, clients=p["clients"], pool=p["pool"],
                  max_model_len=p["max_model_len"], max_steps=p["max_steps"])
     return engine, result
 
@@ -131,7 +124,7 @@ def test_free_queue_order_matches_vllm_trace():
     a = list(range(100, 110))  # 10 tokens
     assert m.admit("A", a) == []
     assert m.kv.tables["A"] == [1, 2, 3]
-    assert [e.block_id for e in m.events if e.kind == CACHE] == [1, 2]
+    assert [e.block_id for e in m.events if e.kind == EventKind.CACHE] == [1, 2]
     assert m.admit("B", a[:8] + [200, 201]) == [1, 2]  # shares A's 8-token prefix
     assert m.kv.tables["B"] == [1, 2, 4]
     assert m.kv.pool.ref[1:5] == [2, 2, 1, 1]
@@ -145,7 +138,7 @@ def test_free_queue_order_matches_vllm_trace():
     m.events.clear()
     m.admit("C", list(range(300, 317)))  # 17 unrelated tokens: pops [4..8], no eviction
     assert m.kv.tables["C"] == [4, 5, 6, 7, 8]
-    assert not [e for e in m.events if e.kind == EVICT]
+    assert not [e for e in m.events if e.kind == EventKind.EVICT]
     assert m.admit("D", a + [110, 111, 400]) == [1, 2, 3]  # A's 12 tokens + 1
     assert m.kv.tables["D"] == [1, 2, 3, 9]
     m.free("C")
@@ -165,7 +158,7 @@ def test_lru_eviction_on_reuse_takes_chain_tails_first():
     m.decode("B", 230)
     m.decode("B", 231)
     m.decode("B", 232)  # 33 tokens: a ninth block, taken from the head: A's chain tail
-    assert kinds(m.events) == [(CACHE, 11), (EVICT, 3), (ALLOC, 3)]
+    assert kinds(m.events) == [(EventKind.CACHE, 11), (EventKind.EVICT, 3), (EventKind.ALLOC, 3)]
     assert m.queue == [2, 1]
     keys: list[int] = []
     m.keys.extend(keys, list(range(100, 113)))
@@ -217,7 +210,7 @@ def test_admission_counts_hit_blocks_in_the_free_queue():
 
 def small_engine(num_blocks: int, **kw) -> tuple[EmbeddedEngine, list[BlockEvent]]:
     events: list[BlockEvent] = []
-    params = VllmParams(block_size=4, num_blocks=num_blocks, max_num_seqs=4,
+    params = EngineParams(block_size=4, num_blocks=num_blocks, max_num_seqs=4,
                         max_num_batched_tokens=64, max_model_len=64)
     return EmbeddedEngine(params, observer=events.append, **kw), events
 
@@ -245,9 +238,9 @@ def test_preemption_takes_the_last_running_request():
     # B's blocks are released tail first (all cached: to the tail); A's new block is B's
     # chain tail, evicted on reuse.
     b_blocks = tables["B"]
-    assert kinds(events)[:3] == [(RELEASE, b_blocks[2]), (RELEASE, b_blocks[1]),
-                                 (RELEASE, b_blocks[0])]
-    assert kinds(events)[3:5] == [(EVICT, b_blocks[2]), (ALLOC, b_blocks[2])]
+    assert kinds(events)[:3] == [(EventKind.RELEASE, b_blocks[2]), (EventKind.RELEASE, b_blocks[1]),
+                                 (EventKind.RELEASE, b_blocks[0])]
+    assert kinds(events)[3:5] == [(EventKind.EVICT, b_blocks[2]), (EventKind.ALLOC, b_blocks[2])]
     # The run goes on; B resumes with its outputs and keeps its first admission's hit (0).
     finished = {}
     for _ in range(40):
@@ -290,18 +283,18 @@ def test_event_stream_program_order():
     m = Manager()
     a = list(range(100, 110))
     m.admit("A", a)
-    assert kinds(m.events) == [(ALLOC, 1), (ALLOC, 2), (ALLOC, 3), (CACHE, 1), (CACHE, 2)]
+    assert kinds(m.events) == [(EventKind.ALLOC, 1), (EventKind.ALLOC, 2), (EventKind.ALLOC, 3), (EventKind.CACHE, 1), (EventKind.CACHE, 2)]
     m.events.clear()
     m.admit("B", a[:8] + [1, 2])
-    assert kinds(m.events) == [(SHARE, 1), (SHARE, 2), (ALLOC, 4)]
+    assert kinds(m.events) == [(EventKind.SHARE, 1), (EventKind.SHARE, 2), (EventKind.ALLOC, 4)]
     assert [e.ref for e in m.events] == [2, 2, 1]
     m.events.clear()
     m.free("A")
-    assert kinds(m.events) == [(RELEASE, 3), (UNSHARE, 2), (UNSHARE, 1)]
+    assert kinds(m.events) == [(EventKind.RELEASE, 3), (EventKind.UNSHARE, 2), (EventKind.UNSHARE, 1)]
     assert all(e.request_id == "A" for e in m.events)
     m.events.clear()
     m.admit("C", a + [5, 5, 5])  # hits 1, 2 (block 3 was never full): 3 is reused, unhashed
-    assert kinds(m.events) == [(SHARE, 1), (SHARE, 2), (ALLOC, 3), (ALLOC, 5), (CACHE, 3)]
+    assert kinds(m.events) == [(EventKind.SHARE, 1), (EventKind.SHARE, 2), (EventKind.ALLOC, 3), (EventKind.ALLOC, 5), (EventKind.CACHE, 3)]
     e = m.events[-1]
     assert e.key == m.kv.pool.key[3] and e.request_id == "C"
 
@@ -311,16 +304,16 @@ def mirror(events: list[BlockEvent], num_blocks: int) -> tuple[list[int], list[b
     ref = [0] * num_blocks
     cached = [False] * num_blocks
     for e in events:
-        if e.kind in (ALLOC, SHARE):
-            assert e.kind != ALLOC or (ref[e.block_id] == 0 and not cached[e.block_id])
+        if e.kind in (EventKind.ALLOC, EventKind.SHARE):
+            assert e.kind != EventKind.ALLOC or (ref[e.block_id] == 0 and not cached[e.block_id])
             ref[e.block_id] += 1
-        elif e.kind in (UNSHARE, RELEASE):
+        elif e.kind in (EventKind.UNSHARE, EventKind.RELEASE):
             ref[e.block_id] -= 1
-            assert (ref[e.block_id] == 0) == (e.kind == RELEASE)
-        elif e.kind == CACHE:
+            assert (ref[e.block_id] == 0) == (e.kind == EventKind.RELEASE)
+        elif e.kind == EventKind.CACHE:
             assert not cached[e.block_id]
             cached[e.block_id] = True
-        elif e.kind == EVICT:
+        elif e.kind == EventKind.EVICT:
             assert cached[e.block_id] and ref[e.block_id] == 0
             cached[e.block_id] = False
         assert ref[e.block_id] == e.ref
@@ -336,7 +329,7 @@ def test_events_mirror_the_pool(name):
     ref, cached = mirror(events, pool.num_blocks)
     assert ref == pool.ref
     assert cached == [k is not None for k in pool.key]
-    assert sum(e.kind == EVICT for e in events) > 0
+    assert sum(e.kind == EventKind.EVICT for e in events) > 0
     assert result.as_dict()["steps"] == golden["steps"]  # observing changes nothing
 
 
@@ -359,13 +352,13 @@ class Capacity:
         return ok
 
     def __call__(self, e: BlockEvent) -> None:
-        if e.kind == ALLOC:
+        if e.kind == EventKind.ALLOC:
             self.held.add(e.block_id)
-        elif e.kind == CACHE:
+        elif e.kind == EventKind.CACHE:
             self.cached.add(e.block_id)
-        elif e.kind == RELEASE and e.block_id not in self.cached:
+        elif e.kind == EventKind.RELEASE and e.block_id not in self.cached:
             self.held.discard(e.block_id)
-        elif e.kind == EVICT:
+        elif e.kind == EventKind.EVICT:
             self.cached.discard(e.block_id)
             self.held.discard(e.block_id)
         self.peak = max(self.peak, len(self.held))
@@ -403,7 +396,7 @@ def test_placement_eviction_follows_vllm_order():
     m.free("A")  # queue [4 | 5..11 | 3, 2, 1]; the runtime holds 3, 2, 1
     m.events.clear()
     m.admit("B", list(range(200, 209)))  # 3 new blocks: room for 1, so evict 3 then 2
-    assert kinds(m.events)[:2] == [(EVICT, 3), (EVICT, 2)]
+    assert kinds(m.events)[:2] == [(EventKind.EVICT, 3), (EventKind.EVICT, 2)]
     assert m.kv.tables["B"] == [2, 3, 4]  # evicted blocks move to the head: reused first
     assert runtime.held == {1, 2, 3, 4} and m.queue[-1] == 1
 
@@ -486,7 +479,7 @@ def test_prefix_caching_off_finds_no_hit_and_frees_to_the_head():
     kv.free("a")
     assert kv.hits(keys, 9) == []
     assert kv.pool.free_order()[:4] == [3, 2, 1, 4]  # freed tail first, to the head (LIFO)
-    assert {e.kind for e in events} == {ALLOC, RELEASE}
+    assert {e.kind for e in events} == {EventKind.ALLOC, EventKind.RELEASE}
     assert all(k is None for k in kv.pool.key)
 
 
@@ -497,8 +490,8 @@ def test_prefix_caching_off_matches_vllm(name):
     params = dataclasses.replace(params_of(golden), enable_prefix_caching=False)
     events: list[BlockEvent] = []
     engine = EmbeddedEngine(params, observer=events.append)
-    result = run(engine, read(ROOT / p["conversations"]), clients=p["clients"], pool=p["pool"],
+    result = serve(engine, read(ROOT / p["conversations"]), clients=p["clients"], pool=p["pool"],
                  max_model_len=p["max_model_len"], max_steps=1500)
     assert result.report().as_dict() == NO_PREFIX_CACHING[name]
-    assert {e.kind for e in events} <= {ALLOC, RELEASE, UNSHARE}
-    assert VllmParams().enable_prefix_caching is True  # the default path is unchanged
+    assert {e.kind for e in events} <= {EventKind.ALLOC, EventKind.RELEASE, EventKind.UNSHARE}
+    assert EngineParams().enable_prefix_caching is True  # the default path is unchanged

@@ -1,4 +1,4 @@
-"""The engine driving a KV-cache runtime (``serving/runtimes.py``).
+"""The engine driving a KV-cache runtime (``serving/adapter.py``).
 
 * the runtime's bound blocks equal the engine's running + cached blocks after every step
   (ref counts and fullness too), on golden workloads, for every variant;
@@ -19,21 +19,13 @@ from patton.runtime.baselines import BASELINES
 from patton.runtime.models import MODELS
 from patton.runtime.patton.config import Config
 from patton.runtime.patton.lifecycle import Runtime
-from patton.serving.clients import Engine, Request, StepOutput, run
+from drive import serve as drive
+from patton.serving.interface import Engine, Request, StepOutput
 from patton.serving.conversations import read
 from patton.serving.engine import EmbeddedEngine
-from patton.serving.runtimes import (
-    PROFILES,
-    VARIANTS,
-    Attached,
-    attach,
-    capacity,
-    device_bytes,
-    kv_bytes_per_token,
-    layer_config,
-    mirror_errors,
-)
-from patton.serving.vllm_engine import VllmParams
+from patton.serving.adapter import Attached, attach, mirror_errors
+from patton.serving.capacity import REQUIREMENTS, RUNTIMES, capacity, device_bytes, kv_bytes_per_token, layer_config
+from patton.serving.interface import EngineParams
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = sorted((ROOT / "tests/data/serving/golden").glob("*.json.gz"))
@@ -46,8 +38,8 @@ def load(name: str) -> dict:
                                       .read_bytes()))
 
 
-def params_of(p: dict, prefix_caching: bool = True) -> VllmParams:
-    return VllmParams(block_size=p["block_size"], num_blocks=p["num_blocks"],
+def params_of(p: dict, prefix_caching: bool = True) -> EngineParams:
+    return EngineParams(block_size=p["block_size"], num_blocks=p["num_blocks"],
                       max_num_seqs=p["max_num_seqs"],
                       max_num_batched_tokens=p["max_num_batched_tokens"],
                       max_model_len=p["max_model_len"], enable_prefix_caching=prefix_caching)
@@ -77,7 +69,7 @@ class Checked:
 def serve(variant: str, p: dict, *, check: int = -1, steps: int | None = None,
           runtime: Runtime | None = None):
     """Run golden-file parameters ``p`` with ``variant`` attached; return (run, attached)."""
-    profile = PROFILES[variant]
+    profile = REQUIREMENTS[variant]
     if variant in BASELINES:  # a baseline's block size and memory in its blocks
         p = dict(p, block_size=profile.block_size,
                  num_blocks=p["num_blocks"] * p["block_size"] // profile.block_size)
@@ -87,7 +79,7 @@ def serve(variant: str, p: dict, *, check: int = -1, steps: int | None = None,
     engine = EmbeddedEngine(params_of(p, profile.prefix_caching), observer=attached.observe,
                             placement=attached.placement)
     driven: Engine = engine if check < 0 else Checked(engine, attached, check)
-    result = run(driven, read(ROOT / p["conversations"]), clients=p["clients"],
+    result = drive(driven, read(ROOT / p["conversations"]), clients=p["clients"],
                  pool=p["pool"], max_model_len=p["max_model_len"],
                  max_steps=p["max_steps"] if steps is None else steps)
     return result, attached
@@ -96,7 +88,7 @@ def serve(variant: str, p: dict, *, check: int = -1, steps: int | None = None,
 # ------------------------------------------------------------------------------- mirror
 
 
-@pytest.mark.parametrize("variant", [v for v in VARIANTS if v not in BASELINES])
+@pytest.mark.parametrize("variant", [v for v in RUNTIMES if v not in BASELINES])
 def test_runtime_blocks_are_the_engines_running_and_cached_blocks(variant):
     # c8-p16-evict: eviction, chunked prefill and preemption; PATTON refuses here too
     result, attached = serve(variant, load("c8-p16-evict")["params"], check=40, steps=800)
@@ -115,7 +107,7 @@ def test_baseline_blocks_are_the_engines_running_and_cached_blocks(variant):
     assert len(result.steps) == 800 and result.report().requests > 8
     rt = attached.runtime
     assert rt is not None and rt.blocks
-    assert (not PROFILES[variant].prefix_caching) == (result.report().hit_rate == 0)
+    assert (not REQUIREMENTS[variant].prefix_caching) == (result.report().hit_rate == 0)
 
 
 def test_mirror_holds_through_preemptions_and_a_finished_file():

@@ -19,10 +19,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from patton.serving.block_pool import BlockEvent
-from patton.serving.clients import run
+from patton.serving.events import BlockEvent
+from drive import serve
 from patton.serving.conversations import read
-from patton.serving.vllm_engine import VllmParams, cdiv
+from patton.serving.interface import EngineParams
+from patton.serving.vllm_engine import cdiv
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = sorted((ROOT / "tests/data/serving/golden").glob("*.json.gz"))
@@ -39,8 +40,8 @@ def load(path: Path) -> dict:
     return json.loads(gzip.decompress(path.read_bytes()))
 
 
-def params_of(p: dict) -> VllmParams:
-    return VllmParams(block_size=p["block_size"], num_blocks=p["num_blocks"],
+def params_of(p: dict) -> EngineParams:
+    return EngineParams(block_size=p["block_size"], num_blocks=p["num_blocks"],
                       max_num_seqs=p["max_num_seqs"],
                       max_num_batched_tokens=p["max_num_batched_tokens"],
                       max_model_len=p["max_model_len"])
@@ -71,7 +72,7 @@ def test_without_vllm_the_engine_says_how_to_get_it(monkeypatch):
     from patton.serving.vllm_engine import VllmEngine, VllmUnavailable
 
     with pytest.raises(VllmUnavailable, match="docs/serving.md"):
-        VllmEngine(VllmParams())
+        VllmEngine(EngineParams())
 
 
 @pytest.mark.parametrize("runtime", ["patton", "patton-wo-cz", "patton-no-o2v"])
@@ -102,7 +103,7 @@ def test_vllm_event_stream_equals_embedded(path):
     for name, cls in (("embedded", EmbeddedEngine), ("vllm", VllmEngine)):
         events: list[BlockEvent] = []
         engine = cls(params_of(p), observer=events.append)
-        result = run(engine, conversations, clients=p["clients"], pool=p["pool"],
+        result = serve(engine, conversations, clients=p["clients"], pool=p["pool"],
                      max_model_len=p["max_model_len"], max_steps=p["max_steps"])
         streams[name], steps[name] = events, result.as_dict()["steps"]
     assert steps["vllm"] == golden["steps"] == steps["embedded"]
@@ -114,7 +115,7 @@ def _attached_run(engine_name: str, golden: str, num_blocks: int, variant: str,
                   steps: int) -> tuple[dict, list[BlockEvent], dict, list[str]]:
     from patton.runtime.models import MODELS
     from patton.serving.engine import EmbeddedEngine
-    from patton.serving.runtimes import attach, mirror_errors
+    from patton.serving.adapter import attach, mirror_errors
     from patton.serving.vllm_engine import VllmEngine
 
     p = dict(load(ROOT / f"tests/data/serving/golden/{golden}.json.gz")["params"],
@@ -131,7 +132,7 @@ def _attached_run(engine_name: str, golden: str, num_blocks: int, variant: str,
     cls = VllmEngine if engine_name == "vllm" else EmbeddedEngine
     engine = cls(params, observer=observe, placement=attached.placement)
     pool = engine.pool if engine_name == "vllm" else engine.kv.pool
-    result = run(engine, read(ROOT / p["conversations"]), clients=p["clients"],
+    result = serve(engine, read(ROOT / p["conversations"]), clients=p["clients"],
                  pool=p["pool"], max_model_len=p["max_model_len"],
                  max_steps=steps)
     return result.as_dict(), events, attached.report(), mirror_errors(pool, attached)

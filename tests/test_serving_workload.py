@@ -10,15 +10,9 @@ from pathlib import Path
 
 import pytest
 from patton.serving import conversations as cv
-from patton.serving.clients import (
-    ClientError,
-    Clients,
-    Finished,
-    Request,
-    Scheduled,
-    StepOutput,
-    run,
-)
+from drive import serve
+from patton.serving.clients import ClientError, Clients
+from patton.serving.interface import Finished, Request, Scheduled, StepOutput
 from patton.serving.conversations import Conversation, WorkloadError
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -217,7 +211,7 @@ def sent(result) -> list[tuple[int, str]]:
 def test_fill_round_robin_and_refill() -> None:
     convs = [conv(f"c{i}", 2, 1, 2, 1) for i in range(6)]  # two turns of one output token
     engine = IdealEngine()
-    result = run(engine, convs, clients=2, pool=4, max_model_len=100)
+    result = serve(engine, convs, clients=2, pool=4, max_model_len=100)
     # client 0 owns c0 (slot 0) and c2 (slot 1); client 1 owns c1 and c3; round robin per
     # client; c0, c1 leave after step 2 and their slots (slot 0) take c4, c5; c2, c3 leave
     # after step 3 with the file exhausted, so each client cycles on its remaining slot.
@@ -236,7 +230,7 @@ def test_requests_carry_the_turns() -> None:
     seen: list[Request] = []
     add = engine.add
     engine.add = lambda r: (seen.append(r), add(r))[1]  # type: ignore[method-assign]
-    result = run(engine, [c], clients=1, pool=1, max_model_len=100)
+    result = serve(engine, [c], clients=1, pool=1, max_model_len=100)
     assert [r.request_id for r in seen] == ["a:1", "a:2"]
     assert (seen[0].prompt, seen[0].output) == c.turn(1)
     assert seen[1].prompt == c.messages[0] + c.messages[1] + c.messages[2]
@@ -248,7 +242,7 @@ def test_requests_carry_the_turns() -> None:
 
 def test_refill_in_client_order_whatever_the_engine_order() -> None:
     convs = [conv(f"c{i}", 1, 1) for i in range(4)]
-    result = run(IdealEngine(reverse=True), convs, clients=2, pool=2, max_model_len=100)
+    result = serve(IdealEngine(reverse=True), convs, clients=2, pool=2, max_model_len=100)
     assert sent(result) == [(0, "c0:1"), (0, "c1:1"), (1, "c2:1"), (1, "c3:1")]
 
 
@@ -256,7 +250,7 @@ def test_a_refilled_slot_keeps_its_position() -> None:
     # one client, three slots: a (1 turn) leaves after step 0 and slot 0 takes d; the pointer
     # is already at slot 1, so b and c are served before d.
     convs = [conv("a", 1, 1), conv("b", 1, 1, 1, 1), conv("c", 1, 1, 1, 1), conv("d", 1, 1)]
-    result = run(IdealEngine(), convs, clients=1, pool=3, max_model_len=100)
+    result = serve(IdealEngine(), convs, clients=1, pool=3, max_model_len=100)
     assert [rid for _, rid in sent(result)] == ["a:1", "b:1", "c:1", "d:1", "b:2", "c:2"]
 
 
@@ -265,7 +259,7 @@ def test_turns_that_do_not_fit_leave() -> None:
              conv("b", 9, 2),  # turn 1: 11 > 10: never sent, the slot takes the next one
              conv("c", 4, 6),  # 10 <= 10: fits exactly
              conv("d", 1, 1)]
-    result = run(IdealEngine(), convs, clients=2, pool=2, max_model_len=10)
+    result = serve(IdealEngine(), convs, clients=2, pool=2, max_model_len=10)
     assert [rid for _, rid in sent(result)] == ["a:1", "c:1", "d:1"]
     assert result.complete
 
@@ -284,7 +278,7 @@ def test_report_keys() -> None:
     def cached(request: Request) -> int:
         return {20: 0, 32: 16, 37: 34}[len(request.prompt)]
 
-    result = run(IdealEngine(cached=cached), convs, clients=1, pool=1, max_model_len=100)
+    result = serve(IdealEngine(cached=cached), convs, clients=1, pool=1, max_model_len=100)
     rep = result.report()
     histories = [r.history for r in result.requests.values()]
     assert histories == [0, 24, 34]
@@ -296,7 +290,7 @@ def test_report_keys() -> None:
 
 
 def test_step_limit_counts_only_finished_requests() -> None:
-    result = run(IdealEngine(), [conv("a", 2, 3), conv("b", 2, 1)], clients=2, pool=2,
+    result = serve(IdealEngine(), [conv("a", 2, 3), conv("b", 2, 1)], clients=2, pool=2,
                  max_model_len=100, max_steps=2)
     assert not result.complete
     rep = result.report()
@@ -320,9 +314,9 @@ class Rogue(IdealEngine):
 
 def test_engine_contract_errors() -> None:
     with pytest.raises(ClientError, match="scheduled nothing"):
-        run(Stuck(), [conv("a", 1, 1)], clients=1, pool=1, max_model_len=10)
+        serve(Stuck(), [conv("a", 1, 1)], clients=1, pool=1, max_model_len=10)
     with pytest.raises(ClientError, match="'zz:1'"):
-        run(Rogue(), [conv("a", 1, 1)], clients=1, pool=1, max_model_len=10)
+        serve(Rogue(), [conv("a", 1, 1)], clients=1, pool=1, max_model_len=10)
     with pytest.raises(ValueError, match="multiple"):
         Clients([], clients=2, pool=3, max_model_len=10)
 
@@ -372,7 +366,7 @@ def test_golden_files_are_small() -> None:
 
 def _run(data: dict, engine) -> dict:
     p = data["params"]
-    return run(engine, cv.read(Path(__file__).resolve().parents[1] / p["conversations"]),
+    return serve(engine, cv.read(Path(__file__).resolve().parents[1] / p["conversations"]),
                clients=p["clients"], pool=p["pool"], max_model_len=p["max_model_len"],
                max_steps=p["max_steps"]).as_dict()
 
@@ -387,11 +381,12 @@ def test_client_model_reproduces_golden_requests(path: Path) -> None:
 @pytest.mark.parametrize("path", GOLDEN, ids=lambda p: p.name.split(".")[0])
 def test_live_vllm_matches_golden(path: Path) -> None:
     pytest.importorskip("vllm", reason="live real-vLLM check: needs the optional vLLM extra (docs/serving.md)")
-    from patton.serving.vllm_engine import VllmEngine, VllmParams
+    from patton.serving.interface import EngineParams
+    from patton.serving.vllm_engine import VllmEngine
 
     data = load(path)
     p = data["params"]
-    engine = VllmEngine(VllmParams(block_size=p["block_size"], num_blocks=p["num_blocks"],
+    engine = VllmEngine(EngineParams(block_size=p["block_size"], num_blocks=p["num_blocks"],
                                    max_num_seqs=p["max_num_seqs"],
                                    max_num_batched_tokens=p["max_num_batched_tokens"],
                                    max_model_len=p["max_model_len"]))

@@ -26,15 +26,8 @@ from typing import Any, TextIO
 
 from patton.cli.options import integer
 from patton.serving import conversations as cv
-from patton.serving.chat import (
-    DEMO_CONVERSATIONS,
-    PHASES,
-    Chat,
-    ChatReport,
-    ChatSetup,
-    ChatStep,
-    Faults,
-)
+from patton.serving.chat import DEMO_CONVERSATIONS, PHASES, Chat, ChatReport, ChatSetup, ChatStep
+from patton.serving.faults import Faults
 
 __all__ = ["add_parser", "run"]
 
@@ -150,72 +143,26 @@ def _on_rtl(conversations: list, setup: ChatSetup, faults: Faults | None,
     with ex:
         print(f"4 channel simulations ready in {time.perf_counter() - t:.1f} s", file=table,
               flush=True)
-        chat = Chat(conversations, ex, setup, faults=faults, max_steps=args.steps)
-        waves = _Waves(args.waves, setup, out, table) if args.waves is not None else None
-        if waves is not None:
-            chat.on_program = waves.program
+        waves = None
+        if args.waves is not None:
+            from patton.tb.waves import Waves
+
+            print("building the waveform player (FST): cached under build/", file=table,
+                  flush=True)
+            with quiet(out / "build.log"):
+                waves = Waves(args.waves, setup.rows, out)
+        chat = Chat(conversations, ex, setup, faults=faults, max_steps=args.steps,
+                    observers=[waves] if waves is not None else [])
         try:
             report = _serve(chat, table)
         finally:
             if waves is not None:
-                waves.close()
+                print(waves.close(), file=table)
     return report
 
 
 class _Failed(Exception):
     """The RTL could not be run (the message says why and where the log is)."""
-
-
-class _Waves:
-    """Channel 0's schedule mirrored into a waveform session until the end of a step."""
-
-    def __init__(self, step: int, setup: ChatSetup, out: Path, table: TextIO) -> None:
-        from patton.hw.params import ChannelParams
-        from patton.tb.player import SchedulePlayer
-        from patton.tb.session import Session
-
-        from patton.tb.toolchain import quiet
-
-        print("building the waveform player (FST): cached under build/", file=table,
-              flush=True)
-        self.step = step
-        self.table = table
-        self.out = out
-        with quiet(out / "build.log"):
-            self.session = Session(SchedulePlayer(ChannelParams(rows=setup.rows),
-                                                  waves="fst"), "demo-waves")
-        self.first: int | None = None  # the waveform cycle where the step begins
-        self.closed = False
-
-    def program(self, step: int, phase: str, result: Any) -> None:
-        if self.closed or step > self.step:
-            return
-        cmds = [c for c in result.schedule if c.channel == 0]
-        if not cmds:
-            return
-        if step == self.step and self.first is None:
-            self.first = self.session.offset
-        self.session.run(cmds)
-
-    def close(self) -> None:
-        if self.closed:
-            return
-        self.closed = True
-        end = self.session.cycles
-        self.session.close()
-        dump = self.session.work / "dump.fst"
-        if not dump.exists():
-            print(f"waveform: the simulator wrote no {dump}", file=self.table)
-            return
-        target = self.out / f"step{self.step}.fst"
-        self.out.mkdir(parents=True, exist_ok=True)
-        dump.replace(target)
-        if self.first is None:
-            print(f"waveform: {target} (step {self.step} was not reached or had no command "
-                  "on channel 0)", file=self.table)
-        else:
-            print(f"waveform: {target}: channel 0, step {self.step} spans cycles "
-                  f"{self.first}..{end} (clock period 2 ns)", file=self.table)
 
 
 def _serve(chat: Chat, table: TextIO) -> ChatReport:

@@ -30,22 +30,20 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
+from patton.eval.figures import FIGURES, NAMES
 from patton.eval.paper import MODELS as MODEL_NAMES
-from patton.eval.plan import FIGURES, FRONTENDS, FULL, QUICK, Scale, tasks
+from patton.eval.plan import FULL, QUICK
+from patton.eval.repro import DEFAULT_WORKERS, reproduce, write
 from patton.eval.store import Store
-from patton.eval.tasks import Task
+from patton.sim.cycle_model import FRONTENDS
 
 from patton.cli.options import integer
 
-__all__ = ["DEFAULT_OUT", "DEFAULT_WORKERS", "add_parser", "repro", "reproduce"]
+__all__ = ["DEFAULT_OUT", "add_parser", "repro"]
 
 #: Where the files go by default (relative to the working directory).
 DEFAULT_OUT = "repro-out"
-#: Local worker processes by default (this is a 2-core machine).
-DEFAULT_WORKERS = 2
-
 
 class UsageError(ValueError):
     """Inconsistent options (reported with exit status 2)."""
@@ -57,7 +55,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                                             "microbenchmarks",
                               description="Run the paper's evaluation and write JSON, "
                                           "markdown and PNGs side by side with the paper.")
-    p.add_argument("figure", choices=(*FIGURES, "all"),
+    p.add_argument("figure", choices=(*NAMES, "all"),
                    help="which figure to reproduce (all: every one)")
     p.add_argument("--quick", action="store_true",
                    help="100 steps, Llama-3-8B and OPT-6.7B, every configuration checked by a "
@@ -116,69 +114,13 @@ def check_out(out: Path) -> None:
 
 def figures_of(figure: str) -> tuple[str, ...]:
     """The figures ``figure`` stands for (``all``: every one)."""
-    return FIGURES if figure == "all" else (figure,)
-
-
-def reproduce(figures: Sequence[str], scale: Scale, *, workers: int = DEFAULT_WORKERS,
-              ray: str | None = None, progress: bool = False, store: Store | None = None,
-              resume: bool = False) -> dict[str, Any]:
-    """Run the tasks of ``figures`` at ``scale``; return the records keyed by figure.
-
-    ``store`` keeps every finished task; with ``resume`` the tasks it holds from the same
-    code are taken from it (a line on stderr says how many).
-
-    Raises:
-        TaskError: a task failed (``RunCostUnavailable`` for Fig. 7/8 without run_cost;
-            ``StoreError`` for a stored file that cannot be read).
-    """
-    from patton.eval.figures import record
-    from patton.eval.runner import execute, unique
-
-    wanted = {f: tasks(f, scale) for f in figures}
-    todo = [t for f in figures for t in wanted[f]]
-    known: dict[Task, dict[str, Any]] = {}
-    if store is not None and resume:
-        distinct = unique(todo)
-        for t in distinct:
-            found = store.get(t)
-            if found is not None:
-                known[t] = found
-        print(f"resume: {len(known)} of {len(distinct)} task results taken from "
-              f"{store.folder}", file=sys.stderr)
-    results = execute(todo, workers=workers, ray=ray, progress=progress, store=store,
-                      known=known)
-    by_task = dict(zip(todo, results, strict=True))
-    out: dict[str, Any] = {}
-    for f in figures:
-        pairs = [(t, by_task[t]["result"]) for t in wanted[f]]
-        out[f] = record(f, pairs, scale.models, scale.fig8_models, scale.fig7_frontend)
-        out[f]["task_seconds"] = round(sum(by_task[t]["wall_seconds"] for t in wanted[f]), 2)
-        out[f]["tasks"] = len(wanted[f])
-    return out
-
-
-def write(records: dict[str, Any], out: Path, *, command: str, wall_seconds: float,
-          quick: bool) -> list[Path]:
-    """Write ``repro.json``, ``repro.md`` and the PNGs into ``out``; return the files."""
-    from patton.eval import plots
-    from patton.eval.report import markdown
-
-    files = [out / "repro.json", out / "repro.md"]
-    files[0].write_text(json.dumps(records, indent=1) + "\n", encoding="utf-8")
-    files[1].write_text(markdown(records, command=command, wall_seconds=wall_seconds,
-                                 quick=quick), encoding="utf-8")
-    return files + plots.write(records, out)
+    return NAMES if figure == "all" else (figure,)
 
 
 def repro(args: argparse.Namespace) -> int:
     """``patton repro``: run, write the files, print the records (``--json``) or a summary."""
     from patton.eval.runner import RayUnavailable
-    from patton.eval.tasks import (
-        RUN_COST,
-        RunCostUnavailable,
-        TaskError,
-        run_cost_available,
-    )
+    from patton.eval.tasks import TaskError
 
     out = Path(args.out)
     try:
@@ -195,10 +137,6 @@ def repro(args: argparse.Namespace) -> int:
             if bad or not models:
                 raise UsageError(f"--models: unknown model(s) {', '.join(bad) or '(none)'}; "
                                  f"known: {', '.join(MODEL_NAMES)}")
-        if {"fig7", "fig8"} & set(figures) and not run_cost_available():
-            raise UsageError(f"{' and '.join(f for f in figures if f in ('fig7', 'fig8'))} "
-                             f"need {RUN_COST} (the cost of a serving run), which is not "
-                             f"installed yet; fig9 and micro run without it")
         check_out(out)
     except UsageError as e:
         return _error(str(e))
@@ -215,7 +153,7 @@ def repro(args: argparse.Namespace) -> int:
     try:
         records = reproduce(figures, scale, workers=args.workers, ray=args.ray, progress=show,
                             store=Store(out / "tasks"), resume=args.resume)
-    except (RayUnavailable, RunCostUnavailable) as e:
+    except RayUnavailable as e:
         return _error(str(e))
     except TaskError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -231,7 +169,7 @@ def repro(args: argparse.Namespace) -> int:
           f"({'quick' if args.quick else 'full'}: {scale.steps:,} steps per cost run, "
           f"{scale.fig9_steps:,} per Fig. 9 run)")
     for f, rec in records.items():
-        print(f"{f:<11} {_summary(f, rec)}")
+        print(f"{f:<11} {FIGURES[f].summary(rec)}")
     print("wrote       " + ", ".join(os.fspath(p) for p in files))
     return 0
 
@@ -255,34 +193,6 @@ def _argv(args: argparse.Namespace) -> list[str]:
     if args.resume:
         out.append("--resume")
     return out
-
-
-def _summary(figure: str, rec: dict[str, Any]) -> str:
-    def x(v: Any) -> str:
-        return "n/a" if v is None else f"{v:.2f}x"
-
-    def pct(v: Any) -> str:
-        return "n/a" if v is None else f"{100 * v:.1f} %"
-
-    if figure == "fig7":
-        return (f"speedup {x(rec['speedup']['all'])} (paper 1.95x), energy "
-                f"{x(rec['energy_gain']['all'])} (paper 4.83x)")
-    def change(reduction: Any) -> str:  # a reduction of 0.13 is a change of -13.0 %
-        return "n/a" if reduction is None else f"{-100 * reduction:+.1f} %"
-
-    if figure == "fig8":
-        return "; ".join(f"{f}: latency {change(rec[f]['latency_reduction_vs_wo_cz'])}, "
-                         f"energy {change(rec[f]['energy_reduction_vs_wo_cz'])} vs wo-CZ "
-                         f"(paper -13.0 %, -12.4 %), V writes "
-                         f"{x(rec[f]['value_write_speedup_vs_wo_cz'])} (paper 5x)"
-                         for f in ("shared", "per_channel"))
-    if figure == "fig9":
-        return (f"normal {', '.join(f'{r} {pct(h)}' for r, h in rec['normal'].items())}; "
-                f"pressure {', '.join(f'{r} {pct(h)}' for r, h in rec['pressure'].items())} "
-                f"({rec['pressure_live_tokens']:,} live tokens)")
-    return (f"CZ activations {x(rec['cz_activation_reduction'])} (paper 12.6x), "
-            f"fragmentation {x(rec['fragmentation_latency'])} / "
-            f"{x(rec['fragmentation_energy'])} (paper 2.18x / 1.34x)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

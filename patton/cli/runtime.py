@@ -2,12 +2,14 @@
 
 ``patton runtime scenario [--model M] [--requests N] [--steps N] [--seed S] [--layers L]
 [--mem-baseline] [--trace OUT] [--json]``
-    Generate a random multi-request scenario (prefill, decode across block boundaries, prefix
-    sharing, caching, eviction and block-id reuse), run it on the functional model with the
-    Commit Zone (checking every QK^T and SV result and every token's placement), then replay
-    the same events without the Commit Zone, and report the Value-write row activations,
-    cycles and energy of both from the cycle model. ``--trace`` writes every program of the
-    Commit Zone run, in order, as one replayable trace.
+    Serve random multi-turn conversations through the embedded engine with PATTON attached, on
+    the cycle and functional models (prefill chunks, decode across block boundaries, prefix
+    hits, preemption and eviction under a tight block pool, block-id reuse), checking every
+    step: every KV element's placement, every commit, every QK^T and SV result, every schedule
+    against the timing rules, the engine/runtime mirror. Then serve the same workload without
+    the Commit Zone, and report the single-token Value writes' row activations, cycles and
+    energy of both. ``--trace`` writes every program of the Commit Zone run, in order, as one
+    replayable trace.
 
 :func:`add_parser` registers the group on the ``patton`` command's sub-parsers.
 """
@@ -19,22 +21,22 @@ import dataclasses
 import json
 import sys
 import time
+from typing import Any
 
+from patton.cli.options import SEED, integer
 from patton.runtime.models import MODELS, model
 from patton.runtime.patton.config import Config
 from patton.runtime.patton.variants import VARIANTS
+from patton.serving.checks import TOLERANCE
+from patton.serving.scenario import Scenario, Served, run
 from patton.sim import trace
 from patton.sim.isa import Instruction, Opcode
+from patton.sim.program import Program
 from patton.sim.schedule import check_writable
-from patton.serving.checks import TOLERANCE
-from patton.serving.loop import execute
-from patton.serving.scenario import generate
-
-from patton.cli.options import SEED, integer
 
 __all__ = ["add_parser", "scenario", "MAX_REQUESTS", "MAX_STEPS", "RUNS"]
 
-#: Bounds of a scenario: about a minute of checking at the largest (every program of it runs
+#: Bounds of a scenario: a few minutes of checking at the largest (every program of it runs
 #: on the functional and the cycle model); larger serving runs are ``patton serve``'s.
 MAX_REQUESTS = 64
 MAX_STEPS = 2048
@@ -45,15 +47,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser = subparsers.add_parser("runtime", help="the PATTON runtime",
                                    description="The PATTON runtime on the device models.")
     sub = parser.add_subparsers(dest="runtime_command", required=True)
-    sc = sub.add_parser("scenario", help="run a random serving scenario end to end",
+    sc = sub.add_parser("scenario", help="serve a random scenario end to end, every step checked",
                         description=__doc__.split("\n\n")[1])
     sc.add_argument("--model", default="llama3-8b", choices=sorted(MODELS),
                     help="model whose KV geometry is laid out (default llama3-8b)")
     sc.add_argument("--requests", type=integer(1, MAX_REQUESTS), default=4,
-                    help=f"concurrent requests, 1..{MAX_REQUESTS} (default 4)")
+                    help=f"concurrent requests (clients), 1..{MAX_REQUESTS} (default 4)")
     sc.add_argument("--steps", type=integer(1, MAX_STEPS), default=40,
-                    help=f"decode steps, 1..{MAX_STEPS} (default 40)")
-    sc.add_argument("--seed", type=SEED, default=0, help="data seed, >= 0 (default 0)")
+                    help=f"scheduler steps, 1..{MAX_STEPS} (default 40)")
+    sc.add_argument("--seed", type=SEED, default=0,
+                    help="conversations and data seed, >= 0 (default 0)")
     sc.add_argument("--layers", type=integer(1), default=1,
                     help="layers to lay out and run (all layers are laid out alike; default 1)")
     sc.add_argument("--mem-baseline", action="store_true",
@@ -76,14 +79,50 @@ RUNS = (("cz", "PATTON (Commit Zone)", VARIANTS["patton"]),
 PROGRESS_DELAY = 2.0
 
 
-def _events(log: list, label: str, show: bool):
-    """``log``, wrapped in a progress bar on stderr that appears after a few seconds."""
-    if not show:
-        return log
-    from tqdm import tqdm
+class _Bar:
+    """A progress bar on stderr over a run's steps (an observer of its driver)."""
 
-    return tqdm(log, desc=label, unit="event", file=sys.stderr, delay=PROGRESS_DELAY,
-                dynamic_ncols=True, leave=False)
+    def __init__(self, label: str, steps: int) -> None:
+        from tqdm import tqdm
+
+        self.bar = tqdm(total=steps, desc=label, unit="step", file=sys.stderr,
+                        delay=PROGRESS_DELAY, dynamic_ncols=True, leave=False)
+
+    def stepped(self, work: Any, out: Any) -> None:
+        self.bar.update(1)
+
+
+class _Programs:
+    """Every program of a run, in order, without their EOCs (an observer of its driver)."""
+
+    def __init__(self) -> None:
+        self.instructions: list[Instruction] = []
+
+    def ran(self, work: Any, phase: str, program: Program, result: Any) -> None:
+        self.instructions += program[:-1].to_instructions()
+
+
+def _run(config: Config, sc: Scenario, index: int, show: bool,
+         extra: list[object] | None = None) -> Served:
+    _, label, variant = RUNS[index]
+    bar = _Bar(label, sc.steps) if show else None
+    try:
+        return run(config, sc, variant, observers=[*(extra or []), *([bar] if bar else [])])
+    finally:
+        if bar is not None:
+            bar.bar.close()
+
+
+def _value_writes(served: Served) -> dict[str, float]:
+    """The single-token Value writes' figures: the decode tokens' Value programs and the
+    Commit Zone commits they trigger."""
+    out = {"activations": 0, "cycles": 0, "energy_nj": 0.0}
+    for key in ("append v_write", "append commits"):
+        f = served.phases.figures.get(key)
+        if f is not None:
+            for k in out:
+                out[k] += f[k]
+    return out
 
 
 def scenario(args: argparse.Namespace) -> int:
@@ -97,47 +136,42 @@ def scenario(args: argparse.Namespace) -> int:
     show = args.progress if args.progress is not None else sys.stderr.isatty()
     start = time.perf_counter()
     config = Config(model(args.model), layers=args.layers)
-    log = generate(config, requests=args.requests, steps=args.steps, seed=args.seed)
-    programs: list[Instruction] | None = [] if args.trace else None
-    _, cz = execute(config, _events(log, RUNS[0][1], show), RUNS[0][2], seed=args.seed,
-                    cycles=True, sink=programs)
+    sc = Scenario(requests=args.requests, steps=args.steps, seed=args.seed)
+    programs = _Programs() if args.trace else None
+    cz = _run(config, sc, 0, show, [programs] if programs is not None else None)
     if programs is not None:
-        trace.write(args.trace, programs + [Instruction(Opcode.EOC)])
-    _, no = execute(config, _events(log, RUNS[1][1], show), RUNS[1][2], seed=args.seed,
-                    functional=False, cycles=True)
-    report = {
+        trace.write(args.trace, programs.instructions + [Instruction(Opcode.EOC)])
+    runs = {"cz": cz, "no_cz": _run(config, sc, 1, show)}
+    if args.mem_baseline:
+        runs["no_cz_mem"] = _run(config, sc, 2, show)
+    total, acc = cz.checks.total, cz.checks.accuracy
+    writes = {k: _value_writes(r) for k, r in runs.items()}
+    report: dict[str, Any] = {
         "model": args.model, "requests": args.requests, "steps": args.steps,
         "seed": args.seed, "layers": args.layers, "ch_per_head": config.ch_per_head,
-        "events": len(log), "attention_checks": cz.attends,
-        "max_abs_err_qk": cz.max_abs_err_qk, "max_abs_err_sv": cz.max_abs_err_sv,
+        "served": cz.run.report().as_dict(), "events": dict(cz.counts.events),
+        "refusals": cz.attached.refused, "placement_evictions": cz.attached.placement_evictions,
+        "attention_checks": total.attentions,
+        "max_abs_err_qk": acc.max_abs_err_qk, "max_abs_err_sv": acc.max_abs_err_sv,
         "tolerance": f"{TOLERANCE!r} * sum|a*b| per dot product",
-        "max_error_over_tolerance": cz.max_tol_ratio,
-        "exact_mismatches_qk": cz.exact_mismatches_qk,
-        "exact_mismatches_sv": cz.exact_mismatches_sv,
-        "placement_mismatches": cz.placement_mismatches,
-        "placement_elements_checked": cz.placement_checked,
-        "single_token_value_writes": cz.value_writes, "commits": cz.commits,
-        "baselines": {key: label for key, label, _ in RUNS[:2]},
-        "value_write_row_activations": {"cz": cz.value_write_activations,
-                                        "no_cz": no.value_write_activations},
-        "value_write_cycles": {"cz": cz.value_write_cycles, "no_cz": no.value_write_cycles},
-        "value_write_energy_nj": {"cz": cz.value_write_energy_nj,
-                                  "no_cz": no.value_write_energy_nj},
+        "max_error_over_tolerance": acc.max_tol_ratio,
+        "mismatches": total.mismatches, "violations": total.violations,
+        "placement_mismatches": total.placement_mismatches,
+        "placement_elements_checked": total.placement_checked,
+        "single_token_value_writes": cz.counts.decode_tokens,
+        "prefill_tokens": cz.counts.prefill_tokens,
+        "commits": total.commits, "failures": total.failures[:20],
+        "baselines": {key: label for key, label, _ in RUNS if key in runs},
+        "value_write_row_activations": {k: w["activations"] for k, w in writes.items()},
+        "value_write_cycles": {k: w["cycles"] for k, w in writes.items()},
+        "value_write_energy_nj": {k: w["energy_nj"] for k, w in writes.items()},
+        "phases": {k: r.phases.figures for k, r in runs.items()},
     }
-    if args.mem_baseline:
-        _, mem = execute(config, _events(log, RUNS[2][1], show), RUNS[2][2], seed=args.seed,
-                         functional=False, cycles=True)
-        report["baselines"]["no_cz_mem"] = RUNS[2][1]
-        report["value_write_row_activations"]["no_cz_mem"] = mem.value_write_activations
-        report["value_write_cycles"]["no_cz_mem"] = mem.value_write_cycles
-        report["value_write_energy_nj"]["no_cz_mem"] = mem.value_write_energy_nj
     if args.trace:
         report["trace"] = args.trace
-        report["trace_instructions"] = len(programs) + 1
+        report["trace_instructions"] = len(programs.instructions) + 1
     report["wall_seconds"] = round(time.perf_counter() - start, 3)
-    ok = (cz.placement_mismatches == 0 and cz.exact_mismatches_qk == 0
-          and cz.exact_mismatches_sv == 0 and cz.max_tol_ratio <= 1.0)
-    report["ok"] = ok
+    report["ok"] = ok = all(r.ok for r in runs.values())
     if args.json:
         json.dump(report, sys.stdout)
         sys.stdout.write("\n")
@@ -148,17 +182,24 @@ def scenario(args: argparse.Namespace) -> int:
 
 def _table(r: dict) -> None:
     """Print a scenario report as labelled lines and one table of the Value-write costs."""
-    print(f"scenario   {r['model']}, {r['requests']} request(s), {r['steps']} decode step(s), "
+    served, events = r["served"], r["events"]
+    print(f"scenario   {r['model']}, {r['requests']} client(s), {r['steps']} scheduler step(s), "
           f"seed {r['seed']}, {r['layers']} layer(s), {r['ch_per_head']} channel(s) per KV "
-          f"head: {r['events']} events")
-    print(f"attention  {r['attention_checks']} QK^T/SV checks: {r['exact_mismatches_qk']} QK "
-          f"and {r['exact_mismatches_sv']} SV exact mismatch(es); worst error "
-          f"{r['max_error_over_tolerance']:.3f} x the tolerance ({r['tolerance']}; max abs "
-          f"error QK {r['max_abs_err_qk']:.3g}, SV {r['max_abs_err_sv']:.3g})")
+          f"head")
+    print(f"served     {served['requests']} request(s) finished, {r['prefill_tokens']:,} "
+          f"prefill tokens, hit rate {served['hit_rate']:.3f}, {served['preemptions']} "
+          "preemption(s); block events " + ", ".join(f"{k} {v}" for k, v in events.items())
+          + f"; {r['refusals']} placement refusal(s)")
+    print(f"attention  {r['attention_checks']} request-layer(s) checked: {r['mismatches']} "
+          f"mismatch(es); worst error {r['max_error_over_tolerance']:.3f} x the tolerance "
+          f"({r['tolerance']}; max abs error QK {r['max_abs_err_qk']:.3g}, SV "
+          f"{r['max_abs_err_sv']:.3g})")
     print(f"placement  {r['placement_elements_checked']:,} KV elements read back, "
-          f"{r['placement_mismatches']} misplaced")
+          f"{r['placement_mismatches']} misplaced; {r['violations']} timing violation(s)")
     print(f"writes     {r['single_token_value_writes']:,} single-token Value writes, "
           f"{r['commits']} commit(s)")
+    for failure in r["failures"]:
+        print(f"FAIL       {failure}")
     if "trace" in r:
         print(f"trace      {r['trace']} ({r['trace_instructions']:,} instructions)")
     keys = list(r["baselines"])

@@ -24,15 +24,14 @@ import json
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from patton.runtime.models import MODELS
-from patton.serving.clients import ClientError, Engine, Request, StepOutput, run
-from patton.serving.conversations import Conversation, WorkloadError, read
-from patton.serving.runtimes import PROFILES, VARIANTS, Attached, attach, max_context
+from patton.serving.capacity import RUNTIMES, max_context
+from patton.serving.clients import ClientError
+from patton.serving.conversations import WorkloadError, read
 
-__all__ = ["Meter", "add_parsers", "serve", "workload"]
+__all__ = ["add_parsers", "serve", "workload"]
 
 #: A run longer than this (seconds) shows a progress bar on a terminal.
 PROGRESS_DELAY = 2.0
@@ -40,91 +39,6 @@ PROGRESS_DELAY = 2.0
 
 class UsageError(ValueError):
     """Inconsistent command-line parameters (reported with exit status 2)."""
-
-
-# --------------------------------------------------------------------------------- meter
-
-
-@dataclass(slots=True)
-class Meter:
-    """An engine wrapper measuring the live context and the runtime's capacity use per step.
-
-    The **live context** is the tokens every live conversation holds: a conversation with a
-    request in flight holds the request's prompt and the output tokens emitted so far
-    (the client model's item 5, ``docs/serving.md``: a scheduled request whose computed tokens reach its length
-    emits one), one between turns the prompt and output of its last turn; a conversation
-    leaves (and holds nothing) after a turn whose next turn does not fit ``max_model_len``.
-    It is what an ideal prefix cache would keep for every next turn to hit.
-
-    Invariants: ``live`` is the sum of ``context``; ``steps`` steps were sampled (after each
-    step); ``live_sum``/``live_max`` are over them.
-    """
-
-    engine: Engine
-    conversations: dict[str, Conversation]
-    max_model_len: int
-    attached: Attached | None = None
-    pool: Any = None  # the embedded engine's BlockPool (capacity use), or None
-    progress: Any = None  # a tqdm bar, or None
-    context: dict[str, int] = field(default_factory=dict)  # conversation -> tokens held
-    conv: dict[str, tuple[str, int]] = field(default_factory=dict)  # request -> (conv, turn)
-    length: dict[str, int] = field(default_factory=dict)  # request -> tokens held
-    computed: dict[str, int] = field(default_factory=dict)  # request -> computed tokens
-    live: int = 0
-    live_sum: int = 0
-    live_max: int = 0
-    steps: int = 0
-
-    def add(self, request: Request) -> None:
-        """Pass a request on; its conversation now holds its prompt."""
-        rid = request.request_id
-        cid, turn = rid.rsplit(":", 1)
-        self.conv[rid] = (cid, int(turn))
-        n = len(request.prompt)
-        self.length[rid] = n
-        self.computed[rid] = 0
-        self.live += n - self.context.get(cid, 0)
-        self.context[cid] = n
-        self.engine.add(request)
-
-    def step(self) -> StepOutput:
-        """Run a step; account for emitted tokens, preemptions, finishes; sample."""
-        out = self.engine.step()
-        computed, length, context, conv = self.computed, self.length, self.context, self.conv
-        for s in out.scheduled:
-            rid = s.request_id
-            c = computed[rid] = computed[rid] + s.num_tokens
-            if c >= length[rid]:
-                length[rid] += 1
-                context[conv[rid][0]] += 1
-                self.live += 1
-        for rid in out.preempted:
-            computed[rid] = 0
-        for f in out.finished:
-            rid = f.request_id
-            cid, turn = conv.pop(rid)
-            del length[rid], computed[rid]
-            if not self._fits(cid, turn + 1):
-                self.live -= context.pop(cid)
-        self.steps += 1
-        self.live_sum += self.live
-        self.live_max = max(self.live_max, self.live)
-        if self.attached is not None and self.pool is not None:
-            self.attached.sample(self.pool)
-        if self.progress is not None and not self.steps % 64:
-            self.progress.update(64)
-        return out
-
-    def _fits(self, cid: str, turn: int) -> bool:
-        c = self.conversations[cid]
-        if turn > c.num_turns:
-            return False
-        prompt, output = c.turn(turn)
-        return len(prompt) + len(output) <= self.max_model_len
-
-    def report(self) -> dict[str, Any]:
-        """Return the live context's mean and max over the steps."""
-        return {"mean": round(self.live_sum / max(self.steps, 1), 1), "max": self.live_max}
 
 
 # ------------------------------------------------------------------------------ commands
@@ -156,7 +70,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     sv.add_argument("--engine", choices=("embedded", "vllm"), default="embedded",
                     help="the embedded vLLM-equivalent engine (default) or real vLLM 0.33 "
                          "(its venv's python)")
-    sv.add_argument("--runtime", choices=VARIANTS, default="gpu",
+    sv.add_argument("--runtime", choices=RUNTIMES, default="gpu",
                     help="KV-cache runtime (default gpu: vLLM's own cache)")
     sv.add_argument("--model", choices=sorted(MODELS), default="llama3-8b",
                     help="model whose KV geometry the runtime lays out (default llama3-8b)")
@@ -243,60 +157,51 @@ def _bar(args: argparse.Namespace) -> Any:
 def serve(args: argparse.Namespace) -> int:
     """``patton serve``: run, then print the report (one JSON object with ``--json``)."""
     from patton.serving.engine import EmbeddedEngine
-    from patton.serving.vllm_engine import VllmEngine, VllmParams, VllmUnavailable
+    from patton.serving.serve import serve as run
+    from patton.serving.vllm_engine import VllmEngine, VllmUnavailable
 
     try:
         _check(args)
         conversations = read(args.conversations)
-        attached = attach(args.runtime, MODELS[args.model], num_blocks=args.num_blocks,
-                          block_size=args.block_size)
         limit = max_context(args.runtime, MODELS[args.model])
         if limit is not None and args.max_model_len > limit:
             raise UsageError(f"--runtime {args.runtime} holds at most {limit} tokens of "
                              f"{args.model} context; give --max-model-len {limit} or less")
-        params = VllmParams(block_size=attached.capacity.block_size,
-                            enable_prefix_caching=PROFILES[args.runtime].prefix_caching,
-                            num_blocks=attached.capacity.num_blocks,
-                            max_num_seqs=args.max_num_seqs or args.clients,
-                            max_num_batched_tokens=args.max_batched_tokens,
-                            max_model_len=args.max_model_len)
     except WorkloadError as e:
         return _error(str(e))
     except OSError as e:
         return _error(f"{args.conversations}: {e.strerror or e}")
-    except ValueError as e:  # UsageError, a capacity the runtime cannot lay out
+    except ValueError as e:  # UsageError
         return _error(str(e))
-    pool: Any
-    if args.engine == "vllm":  # real vLLM's block pool drives the runtime through hooks
-        try:
-            vllm = VllmEngine(params, observer=attached.observe, placement=attached.placement)
-        except VllmUnavailable as e:
-            return _error(f"--engine vllm: {e}")
-        engine: Engine = vllm
-        pool = vllm.pool
-    else:
-        embedded = EmbeddedEngine(params, observer=attached.observe,
-                                  placement=attached.placement)
-        engine, pool = embedded, embedded.kv.pool
     bar = _bar(args)
-    meter = Meter(engine, {c.id: c for c in conversations}, args.max_model_len, attached, pool,
-                  bar)
     t = time.perf_counter()
     try:
-        result = run(meter, conversations, clients=args.clients, pool=args.pool,
-                     max_model_len=args.max_model_len, max_steps=args.steps)
+        served = run(conversations, args.runtime, MODELS[args.model], clients=args.clients,
+                     pool=args.pool, num_blocks=args.num_blocks, block_size=args.block_size,
+                     max_num_seqs=args.max_num_seqs, max_batched_tokens=args.max_batched_tokens,
+                     max_model_len=args.max_model_len, steps=args.steps,
+                     engine=VllmEngine if args.engine == "vllm" else EmbeddedEngine,
+                     progress=bar)
+    except VllmUnavailable as e:
+        return _error(f"--engine vllm: {e}")
     except ClientError as e:
         return _error(f"the run cannot go on: {e}")
+    except ValueError as e:  # a capacity the runtime cannot lay out
+        return _error(str(e))
     finally:
         if bar is not None:
             bar.close()
     seconds = time.perf_counter() - t
-    out: dict[str, Any] = result.report().as_dict()
-    out["complete"] = result.complete
-    out["live_context_tokens"] = meter.report()
+    params = served.params
+    report = served.report()
+    out: dict[str, Any] = {k: report[k] for k in ("steps", "requests", "prompt_tokens",
+                                                  "cached_tokens", "hit_rate", "preemptions",
+                                                  "recomputed_tokens", "complete",
+                                                  "live_context_tokens")}
     out["runtime"] = args.runtime
     out["engine"] = args.engine
-    out.update(attached.report())
+    out.update({k: report[k] for k in ("capacity", "usage", "refusals",
+                                       "placement_evictions")})
     out["params"] = {"conversations": str(args.conversations), "model": args.model,
                      "clients": args.clients, "pool": args.pool,
                      "block_size": params.block_size, "num_blocks": params.num_blocks,
@@ -305,7 +210,7 @@ def serve(args: argparse.Namespace) -> int:
                      "max_batched_tokens": params.max_num_batched_tokens,
                      "max_model_len": params.max_model_len, "steps": args.steps}
     out["wall_seconds"] = round(seconds, 2)
-    out["steps_per_second"] = round(len(result.steps) / seconds) if seconds > 0 else None
+    out["steps_per_second"] = round(len(served.run.steps) / seconds) if seconds > 0 else None
     if args.json:
         json.dump(out, sys.stdout)
         sys.stdout.write("\n")

@@ -1,0 +1,116 @@
+"""What the cost figures share: geometric means, ratios, the parts of a run's cost.
+
+Task results are ``(task, result)`` pairs (``tasks.run``'s ``result``); a cost result is a
+:meth:`~patton.eval.cost.RunCost.as_dict`. A ratio whose denominator is zero is None (and so
+is a mean over it).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from patton.eval.paper import BASELINES, SETTINGS
+from patton.eval.plan import Scale
+from patton.eval.tasks import CostTask, Task
+
+__all__ = ["PARTS", "STACK", "COMPARED", "Pairs", "geomean", "ratio", "reduction", "costs",
+           "stack", "components", "need", "cost_task", "max_model_len"]
+
+#: The PIM attention parts of a serving run's cost (``RunCost.as_dict()["parts"]``).
+PARTS = ("k_write", "v_write", "qk", "sv")
+#: Fig. 7's stacks: the PIM parts, then the prefill recomputation.
+STACK = (*PARTS, "recompute")
+#: Every runtime a model's cost figures compare (Fig. 7's and Fig. 8's).
+COMPARED = ("patton", *BASELINES, "patton-wo-cz")
+
+Pairs = Sequence[tuple[Task, dict[str, Any]]]
+
+
+def geomean(values: Iterable[float | None]) -> float | None:
+    """Return the geometric mean of positive numbers (None if any is None).
+
+    Raises:
+        ValueError: no values, or one that is not positive.
+    """
+    xs = list(values)
+    if not xs:
+        raise ValueError("geometric mean of no values")
+    if any(x is None for x in xs):
+        return None
+    fs = [float(x) for x in xs]  # type: ignore[arg-type]
+    if any(not x > 0 for x in fs):  # also refuses nan
+        raise ValueError(f"geometric mean needs positive values, got {fs}")
+    return math.exp(sum(math.log(x) for x in fs) / len(fs))
+
+
+def ratio(a: float, b: float) -> float | None:
+    """Return ``a / b`` (None when ``b`` is 0)."""
+    return a / b if b else None
+
+
+def reduction(g: float | None) -> float | None:
+    return None if g is None else 1.0 - g
+
+
+def costs(pairs: Pairs, frontend: str) -> dict[str, dict[str, dict[str, Any]]]:
+    """model -> runtime -> RunCost dict, of the cost tasks on ``frontend``."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for task, result in pairs:
+        if isinstance(task, CostTask) and task.frontend == frontend:
+            out.setdefault(task.model, {})[task.runtime] = result
+    return out
+
+
+def stack(cost: dict[str, Any], unit: str) -> dict[str, float]:
+    """The stack of one run in ``unit`` ("seconds" or "joules"): the parts and recompute."""
+    parts = cost["parts"]
+    out = {p: float(parts[p][unit]) for p in PARTS}
+    out["recompute"] = float(cost[f"recompute_{unit}"])
+    return out
+
+
+def components(runs: dict[str, dict[str, Any]], order: Sequence[str]
+                ) -> dict[str, dict[str, float | None]] | None:
+    """Every runtime's attention energy by component over PATTON's attention energy (None
+    when a run does not split its energy)."""
+    split: dict[str, dict[str, float]] = {}
+    for r in order:
+        parts = runs[r]["parts"]
+        if any("energy_components_joules" not in parts[p] for p in PARTS):
+            return None
+        total: dict[str, float] = {}
+        for p in PARTS:
+            for name, j in parts[p]["energy_components_joules"].items():
+                total[name] = total.get(name, 0.0) + float(j)
+        split[r] = total
+    base = sum(split["patton"].values())
+    return {r: {name: ratio(j, base) for name, j in comps.items()} for r, comps in split.items()}
+
+
+def need(costs: dict[str, dict[str, Any]], model: str, runtimes: Iterable[str],
+          figure: str) -> None:
+    missing = [r for r in runtimes if r not in costs]
+    if missing:
+        raise ValueError(f"{figure}: {model} has no result for {', '.join(missing)}")
+
+
+def max_model_len(model: str) -> int:
+    """The context limit of ``model``'s comparison: 2,048 (§5.1), or less where a compared
+    runtime holds less (NeuPIMs confines a request to one channel: 1,024 tokens of a
+    32-KV-head model); every runtime of the model is served the same workload."""
+    from patton.runtime.models import MODELS as SPECS
+    from patton.serving.capacity import max_context
+
+    limits = [max_context(r, SPECS[model]) for r in COMPARED]
+    return min([2048] + [x for x in limits if x is not None])
+
+
+def cost_task(scale: Scale, model: str, runtime: str, frontend: str = "shared") -> CostTask:
+    """The cost run of ``runtime`` serving ``model``'s workload at ``scale`` (§5.1's clients
+    and pool, the comparison's context limit)."""
+    clients, pool = SETTINGS[model]
+    return CostTask(model=model, runtime=runtime, steps=scale.steps, clients=clients,
+                    pool=pool, frontend=frontend, max_model_len=max_model_len(model),
+                    conversations=scale.conversations, check=scale.check)

@@ -1,0 +1,116 @@
+"""The Commit Zone's single-token Value writes against no Commit Zone (§4.4, Fig. 6).
+
+A batch of ``requests`` requests, each prefilled with 100 to 199 tokens, decodes ``steps``
+tokens together: every decode step writes one token of each request (commits of the blocks
+it fills included). The same batch runs on three write paths (:data:`PATHS`): with the Commit
+Zone (CZ slots, ``W MEM`` grouped by CRS row), without it using ``WR_ABK`` (one scatter write
+per Value row), and without it using ``W MEM`` (one masked burst per bank and Value row, as
+the paper describes). Each step's Value-write program (and its commits) runs on the cycle
+model from the reset state, alone; the figures are summed over the steps (row activations,
+cycles, commands, energy).
+
+The prompt lengths are drawn as the earlier random scenario drew them for a decode-only run
+(a prompt length, then a decode length that is not used, per request, from
+``numpy.random.default_rng(seed)``), so the recorded figures stand. Timing does not depend on
+data: the tokens are a constant pattern.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+import numpy as np
+from patton.runtime.patton.config import Config
+from patton.runtime.patton.variants import VARIANTS, Variant
+from patton.serving.kv_data import PATTERN
+from patton.sim.energy import activations
+from patton.sim.executor import CycleExecutor
+from patton.sim.functional import FunctionalModel
+from patton.sim.program import concat
+
+__all__ = ["PATHS", "RATIOS", "prompts", "measure"]
+
+#: The three write paths: (name, runtime variant).
+PATHS: tuple[tuple[str, Variant], ...] = (
+    ("cz", VARIANTS["patton"]), ("no_cz_abk", VARIANTS["patton-wo-cz"]),
+    ("no_cz_mem", dataclasses.replace(VARIANTS["patton-wo-cz"], token_op="mem")))
+#: What is compared against the Commit Zone.
+RATIOS = ("activations", "cycles", "energy_nj")
+
+
+def prompts(requests: int, seed: int) -> list[int]:
+    """The batch's prompt lengths (see the module docstring)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(requests):
+        out.append(int(rng.integers(100, 200)))
+        rng.integers(10**6, 10**6 + 1)  # the scenario's decode length, drawn and not used
+    return out
+
+
+def _path(config: Config, variant: Variant, lengths: list[int], steps: int, timing: str,
+          frontend: str) -> dict[str, Any]:
+    """One write path's figures over the batch's decode steps."""
+    rt = variant.runtime(config)
+    t = config.block_size
+    shape = (config.n_layers, 0, config.heads, config.d_head)
+
+    def tokens(n: int) -> np.ndarray:
+        return np.full(shape[:1] + (n,) + shape[2:], PATTERN, np.uint16)
+
+    next_id = 0
+    tables: list[list[int]] = []
+    for r, n in enumerate(lengths):  # the prefills (their programs are not timed)
+        items, table = [], []
+        for pos in range(0, n, t):
+            k = min(t, n - pos)
+            rt.allocate(r, next_id)
+            items.append((next_id, 0, tokens(k), tokens(k)))
+            table.append(next_id)
+            next_id += 1
+        rt.write_program(items)
+        tables.append(table)
+    length = list(lengths)
+    mats = FunctionalModel(config.device)  # the values the cycle executors keep in step
+    out = {"activations": 0, "cycles": 0, "commands": 0, "energy_nj": 0.0, "writes": 0,
+           "commits": 0}
+    one = tokens(1)
+    for _ in range(steps):
+        items = []
+        for r in range(len(lengths)):
+            if length[r] % t == 0:
+                rt.allocate(r, next_id)
+                tables[r].append(next_id)
+                next_id += 1
+            items.append((tables[r][-1], length[r] % t, one, one))
+            length[r] += 1
+        w = rt.write_program(items)
+        out["writes"] += len(items)
+        out["commits"] += sum(1 for _, start, _, _ in items if start == t - 1 and start > 0)
+        res = CycleExecutor(config.device, timing, record=False, model=mats,
+                            frontend=frontend).run(concat([w.value, w.commit]))
+        assert res.cycles is not None and res.command_counts is not None
+        assert res.energy is not None
+        out["activations"] += activations(res.command_counts)
+        out["cycles"] += res.cycles
+        out["commands"] += sum(sum(c.values()) for c in res.command_counts.values())
+        out["energy_nj"] += res.energy.total
+    return out
+
+
+def measure(config: Config, requests: int, steps: int, seed: int, timing: str,
+            frontend: str = "shared") -> dict[str, Any]:
+    """Return, per write path, the Value-write figures of the batch under ``timing`` and
+    ``frontend``, plus the ratios of the no-CZ paths over the Commit Zone's."""
+    lengths = prompts(requests, seed)
+    out: dict[str, Any] = {}
+    for name, variant in PATHS:
+        start = time.perf_counter()
+        out[name] = _path(config, variant, lengths, steps, timing, frontend)
+        out[name]["seconds"] = round(time.perf_counter() - start, 1)
+    cz = out["cz"]
+    for name in ("no_cz_abk", "no_cz_mem"):
+        out[f"{name}_over_cz"] = {k: out[name][k] / cz[k] for k in RATIOS}
+    return out
