@@ -48,8 +48,6 @@ small workloads.
 
 from __future__ import annotations
 
-import argparse
-import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -62,7 +60,6 @@ from patton.serving.adapter import attach
 from patton.serving import capacity as capacity_module
 from patton.serving.capacity import RUNTIMES, Requirements, capacity, max_context
 from patton.serving.checks import Checks
-from patton.serving.clients import ClientError
 from patton.serving.conversations import Conversation
 from patton.serving.driver import Driver
 from patton.serving.engine import EmbeddedEngine
@@ -453,7 +450,7 @@ class Costing:
         self.runtime_name = runtime
         self.layers = spec.layers if layers is None else layers
         self.group = spec.q_heads // spec.kv_heads
-        band = getattr(config, "rows_per_layer", None)
+        band = config.rows_per_layer
         if not isinstance(band, int) or band < 1:
             raise ValueError(f"runtime {runtime!r} has no per-layer row band "
                              "(config.rows_per_layer): the layers cannot be counted")
@@ -731,72 +728,3 @@ def measure_many(conversations: Iterable[Conversation], models: Iterable[str | M
                 max_batched_tokens=max_batched_tokens,
                 ref=None if references is None else list(references), check=check,
                 num_blocks=num_blocks, replay=replay, on_step=on_step)
-
-
-# ------------------------------------------------------------------------------ entry point
-
-
-def _main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m patton.eval.cost",
-                                description="The cost of a serving run (docs/run-cost.md).")
-    p.add_argument("--model", default="llama3-8b", choices=list(MODELS))
-    p.add_argument("--runtime", default="patton")
-    p.add_argument("--steps", type=int, default=300)
-    p.add_argument("--clients", type=int, default=32)
-    p.add_argument("--pool", type=int, default=64)
-    p.add_argument("--conversations", default=None,
-                   help="a conversation file (default: the first 300 ShareGPT conversations)")
-    p.add_argument("--frontend", default="shared", choices=list(FRONTENDS))
-    p.add_argument("--max-model-len", type=int, default=2048)
-    p.add_argument("--max-batched-tokens", type=int, default=2048)
-    p.add_argument("--num-blocks", type=int, default=None)
-    p.add_argument("--check", action="store_true", help="verify every program")
-    p.add_argument("--replay", action="store_true",
-                   help="also replay on the functional model, attention bit-exact (slow)")
-    p.add_argument("--json", action="store_true")
-    a = p.parse_args(argv)
-    from patton.serving import conversations as cv
-
-    t0 = time.perf_counter()
-    convs = cv.read(a.conversations) if a.conversations else cv.from_sharegpt(count=300)
-    t1 = time.perf_counter()
-    try:
-        ref = reference(convs, a.model, steps=a.steps, clients=a.clients, pool=a.pool,
-                        max_model_len=a.max_model_len,
-                        max_batched_tokens=a.max_batched_tokens, num_blocks=a.num_blocks)
-        t2 = time.perf_counter()
-        rc = measure(convs, a.model, a.runtime, steps=a.steps, frontend=a.frontend,
-                     clients=a.clients, pool=a.pool, max_model_len=a.max_model_len,
-                     max_batched_tokens=a.max_batched_tokens, reference=ref, check=a.check,
-                     num_blocks=a.num_blocks, replay=a.replay)
-    except (ValueError, ClientError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    if a.json:
-        import json
-
-        print(json.dumps(rc.as_dict(), indent=1))
-        return 0
-    print(f"{rc.model} {rc.runtime} ({rc.frontend} front end): {rc.steps} steps, "
-          f"{rc.decode_tokens} decode tokens, {rc.prefill_tokens} prefill tokens "
-          f"({rc.recomputed_tokens} recomputed), {rc.preemptions} preemptions, "
-          f"hit rate {rc.hit_rate:.4f}")
-    for name in PARTS:
-        part = rc.parts[name]
-        print(f"  {name:8s} {part.cycles:>14d} cycles  {part.seconds * 1e3:10.3f} ms  "
-              f"{part.joules * 1e3:10.3f} mJ")
-    print(f"  PIM      {rc.pim_seconds * 1e3:10.3f} ms  {rc.pim_joules * 1e3:10.3f} mJ; GPU "
-          f"recompute {rc.recompute_seconds * 1e3:.3f} ms  {rc.recompute_joules * 1e3:.3f} mJ")
-    print(f"  total    {rc.latency_seconds * 1e3:10.3f} ms  {rc.energy_joules * 1e3:10.3f} mJ")
-    if a.check or a.replay:
-        print(f"  checked {rc.checked_programs} programs: {rc.violations} violations, "
-              f"{rc.mismatches} mismatches")
-    phases = ", ".join(f"{k} {v:.2f} s" for k, v in rc.seconds_by_phase.items())
-    print(f"wall: conversations {t1 - t0:.2f} s, reference {t2 - t1:.2f} s, measure "
-          f"{rc.wall_seconds:.2f} s = {rc.wall_seconds / max(rc.steps, 1) * 1e3:.1f} ms/step "
-          f"({phases})")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(_main())

@@ -23,14 +23,14 @@ class Scale:
     """The sizes of one ``patton repro`` run.
 
     Invariants: every count is positive; ``loads`` maps each Fig. 9 load to its pool (a
-    multiple of ``fig9_clients``); ``fig7_frontend`` is one of the cycle model's front ends (the paper's
-    figure is on ``shared``, the public simulator's decoder).
+    multiple of ``fig9_clients``); ``fig7_frontend`` is one of the cycle model's front ends
+    (the paper's figure is on ``shared``, the public simulator's decoder).
     """
 
     steps: int  # scheduler steps of every cost configuration (Fig. 7, 8)
     models: tuple[str, ...]  # Fig. 7's models
     fig8_models: tuple[str, ...]  # Fig. 8's models (geometric means over them)
-    check: bool  # verify every program a runtime emits (run_cost's check)
+    check: bool  # verify every program a runtime emits (the cost run's check)
     conversations: int  # ShareGPT conversations the serving runs draw from
     loads: tuple[tuple[str, int], ...]  # Fig. 9: (load, pool) at 32 clients
     fig9_steps: int = 12_000  # scheduler steps of every Fig. 9 run (the engine alone: fast)

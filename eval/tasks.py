@@ -24,8 +24,8 @@ the last call (``Task.total`` in all).
 
 Cost tasks that differ only in their front end, or in a model with the same attention shape
 (OPT-6.7B and Qwen1.5-7B), serve the same engine and runtime: :func:`passes` groups them into
-a :class:`CostPass`, one run of ``run_cost.measure_many`` whose every figure is the separate
-task's (``tests/test_run_cost.py``); ``run(pass)`` returns each task's result.
+a :class:`CostPass`, one run of ``patton.eval.cost.measure_many`` whose every figure is the
+separate task's (``tests/test_run_cost.py``); ``run(pass)`` returns each task's result.
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ class HitTask:
     """One runtime's KV-cache hit rate under one load (Fig. 9), as ``patton serve`` runs it.
 
     ``num_blocks`` None is the whole 16 GiB AiM device for every runtime
-    (``runtimes.capacity``); ``max_num_seqs`` is ``clients``.
+    (:func:`patton.serving.capacity.capacity`); ``max_num_seqs`` is ``clients``.
     """
 
     runtime: str
@@ -263,8 +263,8 @@ def affinity(task: Unit) -> tuple:
     A cost task's front end, then its attention shape with its workload, then its runtime:
     Qwen3-8B and Llama-3-8B (OPT-6.7B and Qwen1.5-7B) serving one workload issue the same
     programs at other rows, which the process's cost cache holds once simulated
-    (``run_cost.costs``); the runner gives a worker the task that shares the longest prefix
-    with the one it ran last. The other tasks share nothing: ``()``.
+    (``patton.eval.cost.costs``); the runner gives a worker the task that shares the longest
+    prefix with the one it ran last. The other tasks share nothing: ``()``.
     """
     if isinstance(task, CostPass):
         frontend = "+".join(sorted({t.frontend for t in task.tasks}))

@@ -2,7 +2,7 @@
 
 Public API (``from patton.runtime import ...``; imported on first use): :class:`Runtime` and
 its configuration (:class:`Config`, :class:`ModelSpec`, :data:`MODELS`, :func:`model`,
-:class:`Mode`), what it returns (:class:`Writes`, :class:`WriteProgram`, :class:`QkPlan`,
+:class:`WriteMode`), what it returns (:class:`Writes`, :class:`WriteProgram`, :class:`QkPlan`,
 :class:`SvPlan`, the placements :class:`KeyPlace`, :class:`ValuePlace`, :class:`CzPlace`), its
 variants, PATTON and the ablations (:class:`Variant`, :func:`variant`, :data:`VARIANTS`), and
 its typed errors (:class:`PattonError` and
@@ -21,7 +21,7 @@ _EXPORTS = {
     "patton.writes": ("Writes", "WriteProgram"),
     "patton.config": ("Config",),
     "models": ("ModelSpec", "MODELS", "model"),
-    "patton.metadata": ("Mode", "KeyPlace", "ValuePlace", "CzPlace"),
+    "patton.metadata": ("WriteMode", "KeyPlace", "ValuePlace", "CzPlace"),
     "programs.plans": ("QkPlan", "SvPlan"),
     "patton.variants": ("Variant", "variant", "VARIANTS"),
     "interface": ("KvRuntime",),
@@ -30,7 +30,7 @@ _EXPORTS = {
                "BlockStateError", "DtypeError", "ShapeError", "LayerError"),
 }
 __all__ = [
-    "Runtime", "Writes", "WriteProgram", "Config", "ModelSpec", "MODELS", "model", "Mode",
+    "Runtime", "Writes", "WriteProgram", "Config", "ModelSpec", "MODELS", "model", "WriteMode",
     "KeyPlace", "ValuePlace", "CzPlace", "QkPlan", "SvPlan", "Variant", "variant", "VARIANTS",
     "KvRuntime", "PattonError", "ConfigError", "UnknownBlock", "UnknownRequest", "DuplicateBlock",
     "DoubleFree",
@@ -59,7 +59,7 @@ if TYPE_CHECKING:
     )
     from patton.runtime.interface import KvRuntime
     from patton.runtime.patton.lifecycle import Runtime
-    from patton.runtime.patton.metadata import CzPlace, KeyPlace, Mode, ValuePlace
+    from patton.runtime.patton.metadata import CzPlace, KeyPlace, WriteMode, ValuePlace
     from patton.runtime.programs.plans import QkPlan, SvPlan
     from patton.runtime.patton.variants import VARIANTS, Variant, variant
     from patton.runtime.patton.writes import WriteProgram, Writes

@@ -108,8 +108,9 @@ class Attached:
         if self.runtime is not None:
             c = self.runtime.config
             self._zeros = np.zeros((c.n_layers, c.block_size, c.heads, c.d_head), np.uint16)
-        self._calls = {EventKind.ALLOC: self._alloc, EventKind.SHARE: self._share, EventKind.CACHE: self._cache,
-                       EventKind.UNSHARE: self._free, EventKind.RELEASE: self._free, EventKind.EVICT: self._evict}
+        self._calls = {EventKind.ALLOC: self._alloc, EventKind.SHARE: self._share,
+                       EventKind.CACHE: self._cache, EventKind.UNSHARE: self._free,
+                       EventKind.RELEASE: self._free, EventKind.EVICT: self._evict}
 
     # -------------------------------------------------------------------- placement
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from patton.runtime.interface import KvRuntime, split_readouts
+from patton.runtime.interface import ColumnarWrites, KvRuntime, Plans
 from patton.serving.kv_data import KvData
 from patton.serving.work import Entry, StepWork
 from patton.sim import datapath as dp
@@ -138,8 +138,7 @@ class Forward:
         if decode:
             programs += self._split("append", rt.append(blocks, keys, values))
         if items:
-            write_program = getattr(rt, "write_program", None)
-            w = write_program(items) if write_program is not None else \
+            w = rt.write_program(items) if isinstance(rt, ColumnarWrites) else \
                 rt.write_many(items, emit=True)
             programs += self._split("write", w)
         for call, phase, prog in programs:
@@ -187,9 +186,9 @@ class Forward:
                 for h in self._hooks["outputs"]:
                     h(work, layer, buf, plans, index, outputs)
 
-    def _decoded(self, plans: Sequence, result: Result) -> list[np.ndarray]:
+    def _decoded(self, plans: Plans, result: Result) -> list[np.ndarray]:
         """Each request's read-outs of a batch program, decoded by its plan."""
-        per = split_readouts(plans, result.readouts, self.config)
+        per = plans.split(result.readouts)
         return [plan.decode(r, self.config) for plan, r in zip(plans, per)]
 
     # ------------------------------------------------------------------ the device

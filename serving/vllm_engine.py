@@ -260,7 +260,7 @@ class VllmEngine:
 
 
 class PoolView:
-    """The block-pool queries :class:`~patton.serving.runtimes.Attached` reads, over vLLM's.
+    """The block-pool queries :class:`~patton.serving.adapter.Attached` reads, over vLLM's.
 
     ``num_blocks``, ``num_free``, and per-block ``ref[b]`` / ``key[b]`` (the interned prefix
     key, or None) as the embedded :class:`~patton.serving.block_pool.BlockPool` has them.
@@ -501,7 +501,8 @@ class _Hooks:
         self._free_blocks(blocks)
         for b in blocks:
             if not b.is_null:
-                self._emit(EventKind.RELEASE if b.ref_cnt == 0 else EventKind.UNSHARE, b.block_id, rid, None,
+                kind = EventKind.RELEASE if b.ref_cnt == 0 else EventKind.UNSHARE
+                self._emit(kind, b.block_id, rid, None,
                            b.ref_cnt)
 
     def cache_full_blocks(self, request: Any, blocks: list[Any], num_cached_blocks: int,

@@ -35,7 +35,7 @@ controller does not handle: it never opens a ``MAC_SBK``'s partner bank under BR
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeAlias
 
@@ -48,7 +48,7 @@ from patton.sim.timing import DEFAULT_PROFILE, Timing, timing_table
 if TYPE_CHECKING:
     from patton.sim.cycle_model import DeviceState
 
-__all__ = ["Violation", "Gap", "Checker", "verify", "verify_from"]
+__all__ = ["verify_by_channel", "Violation", "Gap", "Checker", "verify", "verify_from"]
 
 
 
@@ -222,3 +222,25 @@ def verify_from(start: DeviceState, channel: int, cmds: Sequence[TimedCommand],
     if start.reg_mode[channel]:
         prelude.append(TimedCommand(cycle, channel, Command.TMOD))
     return [v for v in verify(prelude + list(cmds), device, timing) if v.cycle >= 0]
+
+
+def verify_by_channel(commands: list[TimedCommand], timing: str = DEFAULT_PROFILE,
+                      advance: Callable[[int], object] | None = None) -> list[Violation]:
+    """:func:`verify` one channel at a time (``advance(n)`` after each), merged in file order.
+
+    Every rule and protocol check is per channel, so each channel's violations are those of
+    the whole schedule on that channel; the commands of a file are in cycle order, so sorting
+    the merged list by line (stable) gives ``verify``'s order. Without ``advance``, or for
+    commands not read from a file, it is ``verify`` itself.
+    """
+    if advance is None or any(c.line == 0 for c in commands[:1]):
+        return verify(commands, timing=timing)
+    by_channel: dict[int, list] = {}
+    for c in commands:
+        by_channel.setdefault(c.channel, []).append(c)
+    found = []
+    for cmds in by_channel.values():
+        found.extend(verify(cmds, timing=timing))
+        advance(len(cmds))
+    found.sort(key=lambda v: v.line)
+    return found

@@ -2,7 +2,8 @@
 
 Ramulator defines a DRAM standard by per-command prerequisites (``m_preqs``) and actions
 (``m_actions``). :data:`RULES` is that table for a GDDR6-AiM channel: for each
-:class:`~patton.sim.isa.Command` one :class:`Rule` says which banks it targets, what their row
+:class:`~patton.sim.isa.Command` one :class:`CommandRule` says which banks it targets, what their
+row
 state must be, which register mode it needs, which operands it takes and what it changes.
 :class:`State` holds one channel's row and mode state and applies the table::
 
@@ -40,7 +41,8 @@ from patton.sim.isa import (
 )
 
 __all__ = [
-    "CLOSED", "LUT_ROWS", "Targets", "Need", "Mode", "Action", "Operand", "Columns", "Rule",
+    "CLOSED", "LUT_ROWS", "Targets", "Need", "RegisterMode", "Action", "Operand", "Columns",
+    "CommandRule",
     "RULES", "PAYLOAD", "COLUMN", "UNADDRESSED", "State", "legal_row", "column_limit", "consistent",
 ]
 
@@ -68,7 +70,7 @@ class Need(enum.Enum):
     OPEN = "open"  # every target bank open on one row (the command's row, if it names one)
 
 
-class Mode(enum.Enum):
+class RegisterMode(enum.Enum):
     """Register mode (toggled by TMOD) a command needs."""
 
     ANY = "any"
@@ -102,7 +104,7 @@ class Columns(enum.Enum):
 
 
 @dataclass(frozen=True, slots=True)
-class Rule:
+class CommandRule:
     """Prerequisite and action of one command.
 
     Invariants: ``need`` is ``ANY`` when ``targets`` is ``NONE``; a command that names a bank
@@ -113,7 +115,7 @@ class Rule:
     targets: Targets
     need: Need = Need.ANY
     action: Action = Action.NONE
-    mode: Mode = Mode.NORMAL
+    mode: RegisterMode = RegisterMode.NORMAL
     row: Operand = Operand.NO
     columns: Columns | None = None  # column range, None: the command takes no column
     payload: bool = False  # carries 16 host words (a write)
@@ -134,44 +136,44 @@ class Rule:
         return self.targets in (Targets.BANK, Targets.GROUP)
 
 
-_T, _N, _A, _M, _O, _C = Targets, Need, Action, Mode, Operand, Columns
+_T, _N, _A, _M, _O, _C = Targets, Need, Action, RegisterMode, Operand, Columns
 _REQ, _OPT = _O.REQUIRED, _O.OPTIONAL
 
 #: The protocol: one rule per command.
-RULES: dict[Command, Rule] = {
+RULES: dict[Command, CommandRule] = {
     # Activations: closed banks open the row; a bank already on that row stays (no-op).
-    Command.ACT: Rule(_T.BANK, _N.FREE, _A.OPEN, row=_REQ),
-    Command.ACT4: Rule(_T.GROUP, _N.FREE, _A.OPEN, row=_REQ),
-    Command.ACT16: Rule(_T.ALL, _N.FREE, _A.OPEN, row=_REQ),
+    Command.ACT: CommandRule(_T.BANK, _N.FREE, _A.OPEN, row=_REQ),
+    Command.ACT4: CommandRule(_T.GROUP, _N.FREE, _A.OPEN, row=_REQ),
+    Command.ACT16: CommandRule(_T.ALL, _N.FREE, _A.OPEN, row=_REQ),
     # Precharges: always legal (a closed bank stays closed).
-    Command.PRE: Rule(_T.BANK, action=_A.CLOSE),
-    Command.PRE4: Rule(_T.GROUP, action=_A.CLOSE),
-    Command.PREA: Rule(_T.ALL, action=_A.CLOSE),
+    Command.PRE: CommandRule(_T.BANK, action=_A.CLOSE),
+    Command.PRE4: CommandRule(_T.GROUP, action=_A.CLOSE),
+    Command.PREA: CommandRule(_T.ALL, action=_A.CLOSE),
     # Refresh: the banks must be precharged; it changes no row state.
-    Command.REFab: Rule(_T.ALL, _N.CLOSED),
-    Command.REFpb: Rule(_T.BANK, _N.CLOSED),
+    Command.REFab: CommandRule(_T.ALL, _N.CLOSED),
+    Command.REFpb: CommandRule(_T.BANK, _N.CLOSED),
     # Single-bank column commands: the bank open (on the row, if named).
-    Command.RD: Rule(_T.BANK, _N.OPEN, row=_OPT, columns=_C.ROW),
-    Command.WR: Rule(_T.BANK, _N.OPEN, row=_OPT, columns=_C.ROW, payload=True),
-    Command.RDA: Rule(_T.BANK, _N.OPEN, _A.CLOSE, row=_OPT, columns=_C.ROW),
-    Command.WRA: Rule(_T.BANK, _N.OPEN, _A.CLOSE, row=_OPT, columns=_C.ROW, payload=True),
-    Command.MAC: Rule(_T.BANK, _N.OPEN, row=_OPT, columns=_C.BOTH, partner=True),
-    Command.RDCP: Rule(_T.BANK, _N.OPEN, row=_OPT, columns=_C.BOTH),
-    Command.WRCP: Rule(_T.BANK, _N.OPEN, row=_OPT, columns=_C.BOTH),
+    Command.RD: CommandRule(_T.BANK, _N.OPEN, row=_OPT, columns=_C.ROW),
+    Command.WR: CommandRule(_T.BANK, _N.OPEN, row=_OPT, columns=_C.ROW, payload=True),
+    Command.RDA: CommandRule(_T.BANK, _N.OPEN, _A.CLOSE, row=_OPT, columns=_C.ROW),
+    Command.WRA: CommandRule(_T.BANK, _N.OPEN, _A.CLOSE, row=_OPT, columns=_C.ROW, payload=True),
+    Command.MAC: CommandRule(_T.BANK, _N.OPEN, row=_OPT, columns=_C.BOTH, partner=True),
+    Command.RDCP: CommandRule(_T.BANK, _N.OPEN, row=_OPT, columns=_C.BOTH),
+    Command.WRCP: CommandRule(_T.BANK, _N.OPEN, row=_OPT, columns=_C.BOTH),
     # All-bank commands: one row open in every bank (the row, if named).
-    Command.MAC16: Rule(_T.ALL, _N.OPEN, row=_OPT, columns=_C.BOTH),
-    Command.EWMUL16: Rule(_T.ALL, _N.OPEN, row=_OPT, columns=_C.ROW),
-    Command.AF16: Rule(_T.ALL, _N.OPEN, row=_OPT, lut=True),
-    Command.WRA16: Rule(_T.ALL, _N.OPEN, _A.CLOSE, row=_OPT, columns=_C.ROW, payload=True),
+    Command.MAC16: CommandRule(_T.ALL, _N.OPEN, row=_OPT, columns=_C.BOTH),
+    Command.EWMUL16: CommandRule(_T.ALL, _N.OPEN, row=_OPT, columns=_C.ROW),
+    Command.AF16: CommandRule(_T.ALL, _N.OPEN, row=_OPT, lut=True),
+    Command.WRA16: CommandRule(_T.ALL, _N.OPEN, _A.CLOSE, row=_OPT, columns=_C.ROW, payload=True),
     # Register-mode commands: no row state.
-    Command.WRGB: Rule(_T.NONE, mode=_M.REGISTER, columns=_C.GB, payload=True),
-    Command.WRMAC16: Rule(_T.NONE, mode=_M.REGISTER, payload=True),
-    Command.RDMAC16: Rule(_T.NONE, mode=_M.REGISTER),
-    Command.RDAF16: Rule(_T.NONE, mode=_M.REGISTER),
-    # Mode toggle, and the controller's markers (never on the bus).
-    Command.TMOD: Rule(_T.NONE, action=_A.TOGGLE, mode=_M.ANY),
-    Command.SYNC: Rule(_T.NONE, mode=_M.ANY),
-    Command.EOC: Rule(_T.NONE, mode=_M.ANY),
+    Command.WRGB: CommandRule(_T.NONE, mode=_M.REGISTER, columns=_C.GB, payload=True),
+    Command.WRMAC16: CommandRule(_T.NONE, mode=_M.REGISTER, payload=True),
+    Command.RDMAC16: CommandRule(_T.NONE, mode=_M.REGISTER),
+    Command.RDAF16: CommandRule(_T.NONE, mode=_M.REGISTER),
+    # RegisterMode toggle, and the controller's markers (never on the bus).
+    Command.TMOD: CommandRule(_T.NONE, action=_A.TOGGLE, mode=_M.ANY),
+    Command.SYNC: CommandRule(_T.NONE, mode=_M.ANY),
+    Command.EOC: CommandRule(_T.NONE, mode=_M.ANY),
 }
 del _T, _N, _A, _M, _O, _C, _REQ, _OPT
 
@@ -267,7 +269,8 @@ class State:
         """
         rule = RULES[command]
         name = command.name
-        if mode and rule.mode is not Mode.ANY and (rule.mode is Mode.REGISTER) != self.reg_mode:
+        if mode and rule.mode is not RegisterMode.ANY and \
+                (rule.mode is RegisterMode.REGISTER) != self.reg_mode:
             return f"{name} issued in {'register' if self.reg_mode else 'normal'} mode"
         problem = self._operands(command, rule, bank, row, col)
         if problem:
@@ -316,7 +319,7 @@ class State:
                 return f"{name} needs a LUT row ({AF_ROW_BASE} + AFM) open, not {row0}"
         return None
 
-    def _operands(self, command: Command, rule: Rule, bank: object, row: object,
+    def _operands(self, command: Command, rule: CommandRule, bank: object, row: object,
                   col: object) -> str | None:
         """Return what is wrong with the operands ``command`` takes (None if nothing)."""
         d = self.device
@@ -372,7 +375,7 @@ def consistent() -> list[str]:
             == (rule.targets is Targets.BANK and rule.need is Need.OPEN),
             "all rows": (command in ALL_ROWS_COMMANDS)
             == (rule.targets is Targets.ALL and rule.need is Need.OPEN),
-            "register mode": (command in REG_MODE_COMMANDS) == (rule.mode is Mode.REGISTER),
+            "register mode": (command in REG_MODE_COMMANDS) == (rule.mode is RegisterMode.REGISTER),
         }
         out += [f"{command.name}: {what}" for what, ok in facts.items() if not ok]
     return out

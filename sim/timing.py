@@ -38,7 +38,7 @@ from typing import TypeAlias
 from patton.sim.device import params
 from patton.sim.isa import Command, Scope
 
-__all__ = ["Rule", "TimingTable", "TIMING", "LEVELS", "PROFILES", "DEFAULT_PROFILE", "SLOTS",
+__all__ = ["TimingRule", "TimingTable", "TIMING", "LEVELS", "PROFILES", "DEFAULT_PROFILE", "SLOTS",
            "Timing", "UnknownProfileError", "timing_table"]
 
 #: The levels timing rules attach to, in the order a single-bank command visits them.
@@ -47,7 +47,7 @@ _LEVEL_NAMES = {"channel": Scope.CHANNEL, "bankgroup": Scope.BANKGROUP, "bank": 
 
 
 @dataclass(frozen=True, slots=True)
-class Rule:
+class TimingRule:
     """One timing rule (its ``id`` is its slot: the index in ``timing_rules.json``)."""
 
     id: int  # slot in the base table, the same in every profile
@@ -72,7 +72,7 @@ class TimingTable:
         params: the timing parameters (cycles) by name.
     """
 
-    def __init__(self, rules: list[Rule], parameters: dict, name: str = "custom") -> None:
+    def __init__(self, rules: list[TimingRule], parameters: dict, name: str = "custom") -> None:
         self.name = name
         self.rules = tuple(sorted(rules, key=lambda r: r.id))
         ids = [r.id for r in self.rules]
@@ -128,7 +128,7 @@ class TimingTable:
         gaps = [r.cycles for r in self.rules if r.cycles >= 0 and not r.preceding <= refresh]
         return max(gaps) + max(self.latency.values())
 
-    def rule(self, rule_id: int) -> Rule:
+    def rule(self, rule_id: int) -> TimingRule:
         """Return the rule in slot ``rule_id`` (``KeyError`` if this profile leaves it empty)."""
         return self._by_id[rule_id]
 
@@ -177,10 +177,10 @@ def _profiles() -> dict:
     return _read("data/timing_profiles.json")
 
 
-def _rule(slot: int, raw: dict) -> Rule:
-    """Turn one JSON rule record into a :class:`Rule` (commands the ISA lacks are dropped)."""
+def _rule(slot: int, raw: dict) -> TimingRule:
+    """Turn one JSON rule record into a :class:`TimingRule` (commands the ISA lacks are dropped)."""
     known = {c.name: c for c in Command}
-    return Rule(id=slot, level=_LEVEL_NAMES[raw["level"]],
+    return TimingRule(id=slot, level=_LEVEL_NAMES[raw["level"]],
                 preceding=frozenset(known[c] for c in raw["pre"] if c in known),
                 following=frozenset(known[c] for c in raw["fol"] if c in known),
                 expression=raw["expr"], cycles=int(raw["val"]))
@@ -200,7 +200,7 @@ def _slots(name: str) -> int:
 
 
 @cache
-def _rules(name: str) -> tuple[Rule, ...]:
+def _rules(name: str) -> tuple[TimingRule, ...]:
     """Return profile ``name``'s rules in slot order: its base's, with its overlay applied."""
     entry = _entry(name)
     if "rules" in entry:

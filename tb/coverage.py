@@ -112,7 +112,7 @@ def bank_state(state: State, cmd: TimedCommand) -> str:
     return "partial" if values == {CLOSED, cmd.row} else "mixed"
 
 
-def _pairs(rule) -> list[tuple[Command, Command]]:  # noqa: ANN001 - a timing Rule
+def _pairs(rule) -> list[tuple[Command, Command]]:  # noqa: ANN001 - a TimingRule
     """The rule's (preceding, following) pairs of implemented commands checked at its level
     (bank-group and bank rules only bind single-bank commands)."""
     def at_level(c: Command) -> bool:

@@ -6,15 +6,21 @@ row per rule), the unreachable bins with their reasons, the holes, and the score
 :func:`figures` is the JSON object. With ``--code``, :func:`code_markdown` writes
 ``code-coverage.md`` from the coverage build's counts (``patton.tb.code_coverage``): the
 per-module table and every line point no command reached, with its Verilog source line.
+:func:`write` saves them all in a folder.
 """
 
 from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
 
 from patton.tb import code_coverage
 from patton.tb.closure import Closure
 from patton.tb.coverage import Group
 
-__all__ = ["figures", "summary", "markdown", "code_figures", "code_summary", "code_markdown"]
+__all__ = ["figures", "summary", "markdown", "code_figures", "code_summary", "code_markdown",
+           "write", "Written", "CountsError"]
 
 
 def figures(run: Closure) -> dict:
@@ -167,3 +173,44 @@ def code_markdown(points: list[code_coverage.Point], title: str = "RTL code cove
                          if m.source else ""] for m in rows])
                 if rows else ["None.", ""])
     return "\n".join(out)
+
+
+class CountsError(Exception):
+    """The coverage build's counts could not be moved into the report folder or read."""
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """What :func:`write` saved."""
+
+    figures: dict  # coverage.json's object (with "code" when there were counts)
+    code: str | None  # the code coverage line (:func:`code_summary`) when there were counts
+
+
+def write(run: Closure, folder: Path, counts: Path | None = None) -> Written:
+    """Save the reports of a coverage run in ``folder`` (which exists).
+
+    ``coverage.md`` (:func:`markdown`), ``coverage.json`` (:func:`figures`) and cocotb-coverage's
+    ``coverage.xml``; given ``counts`` (the coverage build's Verilator counts), first those
+    moved to ``coverage.dat``, ``code-coverage.md`` (:func:`code_markdown`) and
+    ``coverage.info`` (lcov), the code figures added to the JSON as ``"code"``.
+
+    Raises :class:`CountsError` when the counts cannot be moved or read.
+    """
+    found = figures(run)
+    code = None
+    if counts is not None:
+        kept = folder / "coverage.dat"
+        try:
+            counts.replace(kept)
+            points = code_coverage.read(kept)
+        except (OSError, ValueError) as error:
+            raise CountsError(f"the coverage build's counts ({counts}): {error}") from error
+        (folder / "code-coverage.md").write_text(code_markdown(points))
+        (folder / "coverage.info").write_text(code_coverage.lcov(points))
+        found["code"] = code_figures(points)
+        code = code_summary(points)
+    (folder / "coverage.md").write_text(markdown(run))
+    (folder / "coverage.json").write_text(json.dumps(found, indent=1) + "\n")
+    run.monitor.export(str(folder / "coverage.xml"))
+    return Written(found, code)

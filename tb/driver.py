@@ -15,8 +15,15 @@ from collections.abc import Callable, Sequence
 from typing import BinaryIO
 
 from patton.sim.schedule import TimedCommand
+from patton.sim.timing import TIMING
 
-__all__ = ["Driver", "HEAD_BITS", "DATA_BITS", "MASK_BITS"]
+__all__ = ["Driver", "HEAD_BITS", "DATA_BITS", "MASK_BITS", "DRAIN", "DRAIN_MARGIN"]
+
+#: Margin of :data:`DRAIN` beyond the longest completion latency.
+DRAIN_MARGIN = 8
+#: Cycles the player runs after the last command of a segment: the longest read latency plus
+#: margin.
+DRAIN = max(TIMING.latency.values()) + DRAIN_MARGIN
 
 #: How tb/player.v splits a packed command into stream fields (its parameters):
 #: ``{mask, data, head}``, head = every field below ``data``.

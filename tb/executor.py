@@ -57,7 +57,8 @@ from patton.sim.isa import Command, Instruction, Opcode
 from patton.sim.program import OPCODES, UNSET, Program, Readout
 from patton.sim.schedule import TimedCommand
 from patton.sim.timing import DEFAULT_PROFILE, Timing
-from patton.tb.player import DRAIN, SchedulePlayer
+from patton.tb.driver import DRAIN
+from patton.tb.player import SchedulePlayer
 from patton.tb.scoreboard import Discrepancy, Scoreboard
 from patton.tb.session import Session
 

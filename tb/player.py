@@ -30,26 +30,21 @@ from patton.sim.device import DEVICE
 from patton.sim.isa import Cfr, Command
 from patton.sim.protocol import RULES, Operand, State, Targets
 from patton.sim.schedule import TimedCommand
-from patton.sim.timing import DEFAULT_PROFILE, TIMING, Timing, timing_table
+from patton.sim.timing import DEFAULT_PROFILE, Timing, timing_table
 from patton.tb import fst
 from patton.tb.driver import DATA_BITS as _DATA_BITS
 from patton.tb.driver import HEAD_BITS as _HEAD_BITS
 from patton.tb.driver import MASK_BITS as _MASK_BITS
-from patton.tb.driver import Driver
+from patton.tb.driver import DRAIN, Driver
 from patton.tb.monitor import PlayResult, RtlRead, RtlViolation, parse_mats
 from patton.tb.toolchain import BUILD_ROOT, build_dir, build_dir_path, environment, locked
 
-__all__ = ["RtlRead", "RtlViolation", "PlayResult", "SchedulePlayer", "DRAIN", "DRAIN_MARGIN",
-           "skip_idle", "idle_skipped", "restore", "open_rows_filled"]
+__all__ = ["RtlRead", "RtlViolation", "PlayResult", "SchedulePlayer", "skip_idle",
+           "idle_skipped", "restore", "open_rows_filled"]
 
 _HERE = Path(__file__).resolve().parent
 _PLAYER = _HERE / "player.v"
 _PLAYER_TOP = "patton_player"
-#: Margin of :data:`DRAIN` beyond the longest completion latency.
-DRAIN_MARGIN = 8
-#: Cycles the player runs after the last command of a segment: the longest read latency plus
-#: margin.
-DRAIN = _DRAIN = max(TIMING.latency.values()) + DRAIN_MARGIN
 #: Verilator options. ``--no-public-flat-rw`` undoes the cocotb runner's ``--public-flat-rw``:
 #: with every signal public, Verilator must assume any of them may be written from outside,
 #: keeps every intermediate and re-evaluates all combinational logic on both clock edges
@@ -62,9 +57,6 @@ _BUILD_ARGS = ("-Wno-fatal", "-Wno-lint", "-Wno-style", "-O3", "--no-public-flat
 #: ``-O0`` (the last ``-O`` counts): a counter per signal bit makes the C++ five times bigger,
 #: and g++ -O2 spends over 15 minutes on it (two cores), -O0 under two.
 _COVERAGE_ARGS = ("--coverage-line", "--coverage-toggle", "-CFLAGS", "-O0")
-#: Simulator environment: no pytest assertion rewriting of the modules the cocotb test imports
-#: (the player's test asserts nothing); it halves the simulator's start-up.
-_SIM_ENV = {"COCOTB_REWRITE_ASSERTION_FILES": ""}
 
 
 def _offsets(layout) -> dict[str, tuple[int, int]]:
@@ -231,7 +223,7 @@ class SchedulePlayer:
         """The simulator plusargs of a replay in folder ``work`` (stream, results, mats; the
         coverage counts of a coverage build)."""
         return [f"+SCHEDULE={work / 'schedule.fifo'}", f"+RESULTS={work / 'results.fifo'}",
-                f"+MATS={work / 'mats.hex'}", f"+DRAIN={_DRAIN}"] + (
+                f"+MATS={work / 'mats.hex'}", f"+DRAIN={DRAIN}"] + (
             [f"+verilator+coverage+file+{work / 'coverage.dat'}"] if self.coverage else [])
 
     # -- packing ---------------------------------------------------------------------------

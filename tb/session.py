@@ -39,17 +39,35 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Any, Protocol
 
 import numpy as np
 from patton.sim.schedule import TimedCommand
 from patton.sim.timing import TIMING
-from patton.tb.driver import Driver
+from patton.hw.params import ChannelParams
+from patton.tb.driver import DRAIN, Driver
 from patton.tb.monitor import Monitor, PlayResult, RtlRead, RtlViolation, parse_mats
-from patton.tb.toolchain import BUILD_ROOT
+from patton.tb.toolchain import BUILD_ROOT, SIMULATOR_ENV
 
-if TYPE_CHECKING:
-    from patton.tb.player import SchedulePlayer
+
+class Build(Protocol):
+    """What a session needs of a Verilator build of the player
+    (:class:`~patton.tb.player.SchedulePlayer`)."""
+
+    params: ChannelParams  # the channel it was built for
+    coverage: bool  # a coverage build (its simulator writes counts)
+    waves: str | None  # "vcd", "fst" or None
+    runner: Any  # the cocotb runner the build made
+    build_dir: Path  # where the build is
+
+    def pack(self, cmd: TimedCommand) -> int:
+        """The command port word of ``cmd``."""
+        ...
+
+    def plusargs(self, work: Path) -> list[str]:
+        """The simulator's plusargs for a session in ``work``."""
+        ...
 
 __all__ = ["Session", "SimulatorError"]
 
@@ -101,7 +119,7 @@ class Session:
     returned :class:`PlayResult` are the schedule's own (offset removed).
     """
 
-    def __init__(self, player: SchedulePlayer, name: str = "session", *,
+    def __init__(self, player: Build, name: str = "session", *,
                  timeout: float = 120.0, start_timeout: float = 120.0) -> None:
         self.player = player
         self.params = player.params
@@ -255,7 +273,6 @@ class Session:
         own cycles (``cycles``: the end line's cycle, the drain included; ``seconds``: the
         segment's wall time). The channel keeps its state for the next call.
         """
-        from patton.tb.player import DRAIN
 
         self._live()
         offset = self.offset
@@ -329,9 +346,7 @@ class Session:
 
 
 def _sim_env() -> dict[str, str]:
-    from patton.tb.player import _SIM_ENV
-
-    return dict(_SIM_ENV)
+    return dict(SIMULATOR_ENV)
 
 
 @atexit.register

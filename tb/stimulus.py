@@ -40,7 +40,7 @@ from patton.sim.protocol import (
     CLOSED,
     PAYLOAD,
     RULES,
-    Mode,
+    RegisterMode,
     Operand,
     Targets,
     column_limit,
@@ -252,7 +252,7 @@ class Stimulus:
     def _other_mode(self, command: Command) -> bool:
         """True when ``command`` needs the register mode the channel is not in."""
         mode = RULES[command].mode
-        return mode is not Mode.ANY and (mode is Mode.REGISTER) != self.checker.state.reg_mode
+        return mode is not RegisterMode.ANY and (mode is RegisterMode.REGISTER) != self.checker.state.reg_mode
 
     def _enabler(self, command: Command) -> Command:
         """The command that leads towards a state in which ``command`` is legal."""

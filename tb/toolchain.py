@@ -22,8 +22,12 @@ from pathlib import Path
 
 from patton.sim import native
 
-__all__ = ["verilator_root", "environment", "build_dir", "build_dir_path", "locked", "quiet",
+__all__ = ["SIMULATOR_ENV", "verilator_root", "environment", "build_dir", "build_dir_path", "locked", "quiet",
            "BUILD_ROOT"]
+
+#: Simulator environment: no pytest assertion rewriting of the modules the cocotb test imports
+#: (the player's test asserts nothing); it halves the simulator's start-up.
+SIMULATOR_ENV = {"COCOTB_REWRITE_ASSERTION_FILES": ""}
 
 #: Git-ignored folder for generated Verilog, Verilator builds and waveforms (and the cycle
 #: kernel): defined once, in :mod:`patton.sim.native`.

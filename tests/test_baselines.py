@@ -22,7 +22,7 @@ from patton.runtime.baselines.programs import Reads
 from patton.runtime.reference.baselines import sv_exact
 from patton.runtime.models import ModelSpec
 from patton.runtime.errors import BlockStateError, CapacityError, ConfigError, DoubleFree
-from patton.runtime.interface import KvRuntime, split_readouts
+from patton.runtime.interface import KvRuntime
 from patton.runtime.reference.attention import qk_exact
 from patton.sim import datapath as dp
 from patton.sim.check import verify
@@ -147,7 +147,7 @@ class Harness:
         q = dp.to_bf16(self.rng.standard_normal((len(requests), g.heads, g.d_head)))
         prog, plans = rt.qk_step(requests, layer, q)
         assert not verify(CycleExecutor(DEV).run(prog).schedule, DEV)
-        per = split_readouts(plans, self.run(prog).readouts, g)
+        per = plans.split(self.run(prog).readouts)
         width = max(len(rt.table(r)) for r in requests) * g.block_size
         buf = rt.sv_buffer(requests, layer, width)
         seqs = []
@@ -162,7 +162,7 @@ class Harness:
             seqs.append((idx, values))
         prog, plans = rt.sv_step(requests, layer, buf)
         assert not verify(CycleExecutor(DEV).run(prog).schedule, DEV)
-        per = split_readouts(plans, self.run(prog).readouts, g)
+        per = plans.split(self.run(prog).readouts)
         for i, r in enumerate(requests):
             idx, values = seqs[i]
             out = plans[i].decode(per[i], g)

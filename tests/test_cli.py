@@ -298,7 +298,7 @@ def test_aim_check_progress_gives_the_same_violations(tmp_path, capsys, monkeypa
     from patton.sim.cycle_model import CycleModel
     from patton.sim.random_programs import random_program
 
-    from patton.cli import _verify
+    from patton.sim.check import verify_by_channel as _verify
 
     program = random_program(np.random.default_rng(5), 60, channels=3, rows=3,
                              broadcast=False)
@@ -326,9 +326,9 @@ def test_aim_check_progress_gives_the_same_violations(tmp_path, capsys, monkeypa
         calls.append(kwargs)
         return real(*args, **kwargs)
 
-    import patton.cli
+    import patton.cli.aim
 
-    monkeypatch.setattr(patton.cli.schedule, "read", spy)
+    monkeypatch.setattr(patton.cli.aim.schedule, "read", spy)
     assert main(["aim", "check", str(path), "--progress"]) == 1
     assert callable(calls[-1]["progress"])  # the reading bar is fed
     capsys.readouterr()

@@ -29,7 +29,7 @@ from patton.sim.isa import Cfr, Command
 from patton.sim.protocol import (
     PAYLOAD,
     RULES,
-    Mode,
+    RegisterMode,
     Need,
     Operand,
     State,
@@ -264,7 +264,8 @@ def steps(draw, complete: bool = False, lut: bool = True, size: tuple[int, int] 
         broadcast = draw(st.sampled_from([0, 0, 1]))
         if draw(st.booleans()):  # steer: the mode and row it needs, as a controller would
             ahead = []
-            if rule.mode is not Mode.ANY and (rule.mode is Mode.REGISTER) != shadow.reg_mode:
+            if rule.mode is not RegisterMode.ANY and \
+                    (rule.mode is RegisterMode.REGISTER) != shadow.reg_mode:
                 ahead.append(Step(C.TMOD))
             if rule.need is Need.OPEN and bank < DEV.banks:
                 where = bank if rule.targets is Targets.BANK else 0

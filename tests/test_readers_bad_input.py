@@ -97,7 +97,9 @@ def test_every_bad_file_is_listed():
 
 @pytest.mark.parametrize("name", sorted(REFERENCES))
 def test_bad_reference(name, capsys):
-    from patton.cli import ReferenceFileError, _reference, main
+    from patton.cli import main
+    from patton.sim.reference import ReferenceFileError
+    from patton.sim.reference import read as _reference
 
     path = BAD / "reference" / name
     with pytest.raises(ReferenceFileError) as err:

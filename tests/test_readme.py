@@ -105,7 +105,7 @@ def test_trace_example_reads_and_its_mask_bits_select_channels(tmp_path):
 
 def test_readme_figures_of_the_rtl_replay_are_the_code_s():
     from patton.sim.timing import TIMING
-    from patton.tb.player import DRAIN, DRAIN_MARGIN
+    from patton.tb.driver import DRAIN, DRAIN_MARGIN
 
     text = " ".join(README.read_text().split())
     assert (f"the RTL count runs {DRAIN} cycles (the longest read latency, "

@@ -11,10 +11,12 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import sys
 
 import pytest
 from patton.cli.repro import main as repro_main
 from patton.eval import cost, paper, report, runner, tasks
+from patton.eval import repro as repro_lib
 from patton.eval.figures import FIGURES, NAMES, common, fig7, fig8, fig9, micro
 from patton.eval.figures import tasks as plan_tasks
 from patton.eval.plan import FULL, QUICK
@@ -504,3 +506,51 @@ def test_passes_group_what_one_run_serves():
     assert units == [tasks.CostPass((t[0], t[2], t[6])), t[1], t[3], t[4], t[5]]
     assert units[0].key == "cost opt-6.7b+qwen1.5-7b patton shared+per_channel 100"
     assert tasks.affinity(units[0])[0] == "per_channel+shared"
+
+
+def test_a_new_figure_is_one_module_and_one_registry_line(tmp_path, capsys, monkeypatch):
+    """A figure module defining its ``FIGURE``, named in the registry: ``patton repro`` runs
+    its tasks, derives its record, writes its markdown and plot, prints its summary."""
+    import importlib.util
+
+    import patton.cli.repro
+    import patton.eval.figures as figures
+
+    source = tmp_path / "toy.py"
+    source.write_text('''
+from patton.eval.figures.figure import Figure
+from patton.eval.tasks import FragmentationTask
+
+
+def plot(rec, path):
+    path.write_bytes(b"png")
+    return path
+
+
+FIGURE = Figure(
+    name="toy", title="Toy: fragmentation in two", source="nowhere", paper={"latency": 1.5},
+    tasks=lambda scale: [FragmentationTask(fragments=2)],
+    derive=lambda pairs, scale: {"latency": pairs[0][1]["latency"]},
+    summary=lambda rec: f"latency {rec['latency']:.2f}x (paper 1.5x)",
+    markdown=lambda rec: [f"| latency | {rec['latency']:.2f}x |"], plot=plot)
+''')
+    spec = importlib.util.spec_from_file_location("patton.eval.figures.toy", source)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setitem(sys.modules, "patton.eval.figures.toy", module)
+    registry = figures._registry(*NAMES, "toy")  # the one line
+    monkeypatch.setattr(figures, "FIGURES", registry)
+    monkeypatch.setattr(repro_lib, "FIGURES", registry)
+    monkeypatch.setattr(report, "FIGURES", registry)
+    monkeypatch.setattr(patton.cli.repro, "FIGURES", registry)
+    monkeypatch.setattr(patton.cli.repro, "NAMES", tuple(registry))
+    assert main(["repro", "toy", "--workers", "1", "--out", str(tmp_path / "o")]) == 0
+    out = capsys.readouterr().out
+    assert "toy         latency 1.17x (paper 1.5x)" in out
+    assert json.loads((tmp_path / "o" / "repro.json").read_text())["toy"]["latency"] == \
+        pytest.approx(1.17, abs=0.005)
+    md = (tmp_path / "o" / "repro.md").read_text()
+    assert "## Toy: fragmentation in two" in md and "Paper: nowhere" in md
+    assert (tmp_path / "o" / "toy.png").read_bytes() == b"png"
+    with pytest.raises(ImportError, match="not a Figure of a new name"):
+        figures._registry("fig7", "fig7")

@@ -1,7 +1,7 @@
 """``patton rtl run`` and ``patton rtl check``: user traces and schedules on the RTL channel.
 
 The commands run in this process, so one Verilator build (cached under build/, a few minutes
-the first time) serves every test: ``patton.cli.rtl.player`` keeps it per row count.
+the first time) serves every test: ``patton.tb.builds.player`` keeps it per row count.
 """
 
 from __future__ import annotations
@@ -183,7 +183,7 @@ GAP = """\
 def test_check_skips_a_billion_idle_cycles(capsys, tmp_path):
     import time
 
-    from patton.tb.player import DRAIN
+    from patton.tb.driver import DRAIN
 
     sched = tmp_path / "gap.schedule"
     sched.write_text(GAP)
@@ -231,7 +231,7 @@ def test_check_lists_rtl_violations_as_objects(capsys, tmp_path):
 
 
 def test_run_prints_both_cycle_counts_and_why_they_differ(capsys, traces_dir):
-    from patton.tb.player import DRAIN
+    from patton.tb.driver import DRAIN
 
     assert main(["rtl", "run", str(traces_dir / "probe_gemv.trace")]) == 0
     out = capsys.readouterr().out

@@ -25,7 +25,7 @@ def player():
 @pytest.mark.parametrize("name", REGRESSIONS)
 def test_cocotb_regression(player, name, tmp_path):
     from cocotb_tools.runner import get_results
-    from patton.tb.player import _SIM_ENV
+    from patton.tb.toolchain import SIMULATOR_ENV as _SIM_ENV
 
     schedule = tmp_path / "schedule.hex"
     schedule.write_text("")

@@ -5,11 +5,12 @@ JSON objects, the build message and its log."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from patton.hw.isa import ProtocolCode
 from patton.sim import schedule
 from patton.sim.isa import Command
-from patton.sim.timing import TIMING
-from patton.cli import rtl as tb_cli
+from patton.sim.timing import DEFAULT_PROFILE, TIMING
+from patton.tb import builds, validate
 from patton.tb.monitor import PlayResult, RtlRead, RtlViolation
 from patton.tb.player import (
     DRAIN,
@@ -19,7 +20,10 @@ from patton.tb.player import (
     restore,
     skip_idle,
 )
+from patton.tb.prepare import RowsError
 from patton.tb.replays import rtl_objects, rtl_text
+
+from patton.cli import rtl as rtl_cli
 
 GAP = """\
 1 0 ACT 2 8 -
@@ -82,22 +86,54 @@ def test_rows_the_rtl_does_not_execute_do_not_open():
 
 
 def test_rows_are_chosen_from_the_schedule(monkeypatch):
-    monkeypatch.setattr(tb_cli, "_PLAYERS", {})  # players other tests started in this process
+    monkeypatch.setattr(builds, "_PLAYERS", {})  # players other tests started in this process
     monkeypatch.setattr(SchedulePlayer, "built_rows", classmethod(lambda cls, waves=None: []))
-    assert tb_cli.choose_rows(-1) == 64 and tb_cli.choose_rows(63) == 64
-    assert tb_cli.choose_rows(64) == 128 and tb_cli.choose_rows(1000) == 1024
+    assert builds.choose_rows(-1) == 64 and builds.choose_rows(63) == 64
+    assert builds.choose_rows(64) == 128 and builds.choose_rows(1000) == 1024
     monkeypatch.setattr(SchedulePlayer, "built_rows",
                         classmethod(lambda cls, waves=None: [64, 1024, 4096]))
-    assert tb_cli.choose_rows(10) == 64
-    assert tb_cli.choose_rows(70) == 1024  # a larger build is cached: no new build
-    assert tb_cli.choose_rows(2000) == 4096
-    assert tb_cli.choose_rows(5000) == 8192
+    assert builds.choose_rows(10) == 64
+    assert builds.choose_rows(70) == 1024  # a larger build is cached: no new build
+    assert builds.choose_rows(2000) == 4096
+    assert builds.choose_rows(5000) == 8192
     # another profile's build may not exist at that size: a larger one only when it is cached
-    assert tb_cli.choose_rows(70, timing="aimsim-2eb1ee0") == 128
+    assert builds.choose_rows(70, timing="aimsim-2eb1ee0") == 128
     monkeypatch.setattr(SchedulePlayer, "cached",
                         classmethod(lambda cls, params, **k: params.rows == 4096))
-    assert tb_cli.choose_rows(70, timing="aimsim-2eb1ee0") == 4096
-    assert tb_cli.choose_rows(70) == 4096  # today's build preferred to an older larger one
+    assert builds.choose_rows(70, timing="aimsim-2eb1ee0") == 4096
+    assert builds.choose_rows(70) == 4096  # today's build preferred to an older larger one
+
+
+def test_pending_build_says_what_asking_for_a_player_builds(monkeypatch):
+    monkeypatch.setattr(builds, "_PLAYERS", {})
+    monkeypatch.setattr(SchedulePlayer, "cached",
+                        classmethod(lambda cls, params, **k: params.rows == 64))
+    monkeypatch.setattr(SchedulePlayer, "built_rows", classmethod(lambda cls, waves=None: [128]))
+    assert builds.pending_build(64) is None  # cached under build/
+    assert builds.pending_build(128) == "verilog"  # built from older sources
+    assert builds.pending_build(256) == "new"
+    monkeypatch.setattr(builds, "_PLAYERS", {(256, None, DEFAULT_PROFILE): "made"})
+    assert builds.pending_build(256) is None  # made in this process
+    assert builds.pending_build(64, coverage=True) is None
+    monkeypatch.setattr(SchedulePlayer, "cached", classmethod(lambda cls, *a, **k: False))
+    assert builds.pending_build(64, coverage=True) == "new"
+
+
+def test_a_schedule_is_prepared_for_the_rtl_port(monkeypatch):
+    monkeypatch.setattr(builds, "_PLAYERS", {})
+    monkeypatch.setattr(SchedulePlayer, "built_rows", classmethod(lambda cls, waves=None: []))
+    text = ["1 0 ACT 2 8 -", "1 0 ACT 3 9 -", "40 0 WR 2 8 3", "40 1 ACT 1 100 -"]
+    cmds = list(schedule.parse(text))
+    prepared = validate.prepare_schedule(cmds, "s.schedule", rows=None, timing=DEFAULT_PROFILE)
+    assert prepared.rows == 128 and prepared.rows_chosen
+    # one command per channel and cycle, the first in file order: the second ACT is not sent
+    assert [(c.channel, c.cycle, c.bank) for c in prepared.replayable] == [
+        (0, 1, 2), (0, 40, 2), (1, 40, 1)]
+    assert [v.kind for v in prepared.bus] == ["bus"]
+    assert prepared.model_violations == 2  # the bus conflict, and its two rules at one command
+    assert not prepared.values  # the WR carries no data=: values are not scored
+    with pytest.raises(RowsError, match="s.schedule:4: ACT addresses row 100"):
+        validate.prepare_schedule(cmds, "s.schedule", rows=64, timing=DEFAULT_PROFILE)
 
 
 def test_built_rows_reads_the_build_folders(tmp_path, monkeypatch):
@@ -143,19 +179,19 @@ def test_the_build_says_what_it_does_and_keeps_its_output_in_a_log(monkeypatch, 
         calls.append(rows)
         return "player"
 
-    monkeypatch.setattr(tb_cli, "player", fake_player)
-    monkeypatch.setattr(tb_cli, "_PLAYERS", {})  # as in a fresh process: no player made yet
+    monkeypatch.setattr(builds, "player", fake_player)
+    monkeypatch.setattr(builds, "_PLAYERS", {})  # as in a fresh process: no player made yet
     monkeypatch.setattr(SchedulePlayer, "cached", classmethod(lambda cls, *a, **k: False))
     monkeypatch.setattr(SchedulePlayer, "built_rows", classmethod(lambda cls, waves=None: []))
-    out = tb_cli._Output("check", verbose=False)
-    assert tb_cli._player(128, None, "aimsim-0f28a07", out) == "player" and calls == [128]
+    out = rtl_cli._Output("check", verbose=False)
+    assert rtl_cli._player(128, None, "aimsim-0f28a07", out) == "player" and calls == [128]
     captured = capfd.readouterr()
     assert captured.out == ""
     assert captured.err == ("building the RTL channel (rows 128): about a minute, cached under "
                             f"build/ (log: {out.log})\n")
     assert out.log.read_text() == "make: Entering directory\n%Warning: verilator\n"
-    loud = tb_cli._Output("check", verbose=True)
-    tb_cli._player(128, None, "aimsim-0f28a07", loud)
+    loud = rtl_cli._Output("check", verbose=True)
+    rtl_cli._player(128, None, "aimsim-0f28a07", loud)
     captured = capfd.readouterr()
     assert "make: Entering directory" in captured.err and captured.out == ""
 
@@ -164,7 +200,7 @@ def test_a_failed_build_names_its_log(monkeypatch, capsys, tmp_path):
     def broken(rows, waves, timing):
         raise RuntimeError("make exited with 2")
 
-    monkeypatch.setattr(tb_cli, "player", broken)
+    monkeypatch.setattr(builds, "player", broken)
     monkeypatch.setattr(SchedulePlayer, "cached", classmethod(lambda cls, *a, **k: True))
     path = tmp_path / "s.schedule"
     path.write_text("1 0 ACT 2 8 -\n")

@@ -20,6 +20,7 @@ from patton.sim.cycle_model import CycleModel, DeviceState
 from patton.sim.device import DEVICE
 from patton.sim.energy import COMPONENTS, energy
 from patton.sim.executor import closed
+from patton.cli import main
 from patton.eval import cost as run_cost
 from patton.serving import capacity
 from patton.serving.adapter import Attached
@@ -338,10 +339,10 @@ def test_on_step_and_entry_point(capsys):
     seen = []
     rc = measure(DEMO, "llama3-8b", "patton", steps=6, on_step=seen.append, **SMALL)
     assert seen == list(range(6)) == list(range(rc.steps))
-    assert run_cost._main(["--conversations", str(DEMO_CONVERSATIONS), "--steps", "4",
+    assert main(["cost", "--conversations", str(DEMO_CONVERSATIONS), "--steps", "4",
                            "--clients", "2", "--pool", "2"]) == 0
     out = capsys.readouterr().out
     assert "llama3-8b patton (shared front end): 4 steps" in out and "ms/step" in out
-    assert run_cost._main(["--conversations", str(DEMO_CONVERSATIONS), "--steps", "4",
+    assert main(["cost", "--conversations", str(DEMO_CONVERSATIONS), "--steps", "4",
                            "--runtime", "gpu"]) == 2
     assert "error: runtime 'gpu'" in capsys.readouterr().err

@@ -18,7 +18,7 @@ from patton.runtime.errors import (
     UnknownRequest,
 )
 from patton.runtime.patton.lifecycle import Runtime
-from patton.runtime.patton.metadata import CzPlace, Mode, ValuePlace
+from patton.runtime.patton.metadata import CzPlace, WriteMode, ValuePlace
 from patton.sim import trace
 from patton.sim.cycle_model import CycleModel
 from patton.sim.isa import Instruction, Opcode
@@ -101,7 +101,7 @@ def test_whole_block_prefill_skips_the_commit_zone() -> None:
 
 def test_no_cz_single_token_writes() -> None:
     c = cfg()
-    abk, mem = Runtime(c, Mode.NO_CZ), Runtime(c, Mode.NO_CZ, token_op="mem")
+    abk, mem = Runtime(c, WriteMode.NO_CZ), Runtime(c, WriteMode.NO_CZ, token_op="mem")
     for rt in (abk, mem):
         rt.allocate(0, 0)
         assert rt.free_slots() == 64 and isinstance(rt.placements(0)[1], ValuePlace)
@@ -111,7 +111,7 @@ def test_no_cz_single_token_writes() -> None:
     w = mem.write(0, 0, *kv(c, 1))
     assert len(w.value) == c.heads * c.ch_per_head * c.v_rows * 16
     with pytest.raises(ValueError):
-        Runtime(c, Mode.NO_CZ, token_op="dma")
+        Runtime(c, WriteMode.NO_CZ, token_op="dma")
 
 
 def test_programs_round_trip_through_traces() -> None:
@@ -248,7 +248,7 @@ def test_cz_exhaustion() -> None:
 def test_cz_writes_of_a_batch_share_row_activations() -> None:
     c = cfg()
     rt = Runtime(c)
-    nz = Runtime(c, Mode.NO_CZ)
+    nz = Runtime(c, WriteMode.NO_CZ)
     for r in (rt, nz):
         for req in range(4):
             r.allocate(req, req)
@@ -310,11 +310,11 @@ def test_ablation_variants_share_the_interface() -> None:
     rows = [whole.blocks[b].value.row0 for b in range(2)]
     assert rows[0] != rows[1]  # each request owns a whole VRS
     assert whole.blocks[0].value.col == whole.blocks[1].value.col == 0
-    assert variant("patton-wo-cz").runtime(c).mode is Mode.NO_CZ
+    assert variant("patton-wo-cz").runtime(c).mode is WriteMode.NO_CZ
     assert variant("patton").runtime(c).config.o2v_width == 16
     assert list(VARIANTS) == ["patton", "patton-wo-cz", "patton-no-o2v"]
     mem = dataclasses.replace(variant("patton-wo-cz"), token_op="mem").runtime(c)
-    assert mem.mode is Mode.NO_CZ and mem.token_op == "mem"
+    assert mem.mode is WriteMode.NO_CZ and mem.token_op == "mem"
     with pytest.raises(ConfigError, match="known: patton, patton-wo-cz"):
         variant("no_o1k")
     with pytest.raises(ConfigError, match="token_op"):

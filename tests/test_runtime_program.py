@@ -16,7 +16,7 @@ from patton.runtime.reference import programs as ref
 from patton.runtime.models import ModelSpec
 from patton.runtime.patton.config import Config
 from patton.runtime.patton.lifecycle import Runtime
-from patton.runtime.patton.metadata import CzPlace, Mode, ValuePlace
+from patton.runtime.patton.metadata import CzPlace, WriteMode, ValuePlace
 from patton.sim.device import DEVICE
 from patton.sim.isa import Instruction, Opcode
 from patton.sim.program import Program, concat
@@ -49,7 +49,7 @@ def _ref_writes(rt: Runtime, items: list, shadows: dict) -> list[Instruction]:
         n = keys.shape[1]
         for layer in range(c.n_layers):
             key += ref.key_writes(c, layer, meta.key, start, keys[layer])
-        if rt.mode is Mode.NO_CZ:
+        if rt.mode is WriteMode.NO_CZ:
             for layer in range(c.n_layers):
                 if n == 1 and rt.token_op == "abk":
                     value += ref.o1v_token_writes(c, layer, meta.value, start, values[layer])
@@ -159,10 +159,10 @@ class _Compare:
             _same(rt.qk_step(reqs, layer, queries)[0].to_instructions(), qk_all)
 
 
-def _replay(c: Config, mode: Mode, seed: int, token_op: str = "abk") -> int:
+def _replay(c: Config, mode: WriteMode, seed: int, token_op: str = "abk") -> int:
     """Serve a random scenario, comparing every program; return the instructions compared."""
     compare = _Compare(seed)
-    variant = Variant("compared", commit_zone=mode is Mode.PATTON, token_op=token_op)
+    variant = Variant("compared", commit_zone=mode is WriteMode.PATTON, token_op=token_op)
     served = run(c, Scenario(requests=3, steps=30, seed=seed), variant, device=False,
                  batching=STEP, observers=[compare])
     assert served.counts.decode_tokens > 0 and served.checks.total.failures == []
@@ -171,12 +171,12 @@ def _replay(c: Config, mode: Mode, seed: int, token_op: str = "abk") -> int:
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_columnar_matches_lists(name: str) -> None:
-    assert _replay(_config(name), Mode.PATTON, seed=5) > 1000
+    assert _replay(_config(name), WriteMode.PATTON, seed=5) > 1000
 
 
 @pytest.mark.parametrize("token_op", ["abk", "mem"])
 def test_columnar_matches_lists_without_commit_zone(token_op: str) -> None:
-    assert _replay(_config("gqa-d64"), Mode.NO_CZ, seed=6, token_op=token_op) > 1000
+    assert _replay(_config("gqa-d64"), WriteMode.NO_CZ, seed=6, token_op=token_op) > 1000
 
 
 def _runs(values: list) -> list:

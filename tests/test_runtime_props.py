@@ -15,7 +15,7 @@ from patton.runtime.models import ModelSpec
 from patton.runtime.patton.config import Config
 from patton.runtime.errors import CapacityError, PattonError, ReadOnlyBlock
 from patton.runtime.patton.lifecycle import Runtime
-from patton.runtime.patton.metadata import Mode
+from patton.runtime.patton.metadata import WriteMode
 from patton.sim import trace
 from patton.serving.scenario import Scenario, run
 
@@ -74,12 +74,12 @@ class Lifecycle(RuleBasedStateMachine):
             w = self.rt.write(bid, start, *self._zeros(n))
         except CapacityError:  # the block would become partial and every CZ slot is taken
             assert self.rt.state() == before and self.rt.free_slots() == 0
-            assert self.rt.mode is Mode.PATTON and start == 0 and n < 16
+            assert self.rt.mode is WriteMode.PATTON and start == 0 and n < 16
             return
         self.filled[bid] += n
         self.writes += 1
         assert w.key and (w.value or w.commit)
-        commits = self.rt.mode is Mode.PATTON and self.filled[bid] == 16 and start > 0
+        commits = self.rt.mode is WriteMode.PATTON and self.filled[bid] == 16 and start > 0
         assert commits == bool(w.commit)
 
     @rule(data=st.data(), req=st.integers(0, 5))
@@ -154,7 +154,7 @@ class NoCzLifecycle(Lifecycle):
 
     def __init__(self) -> None:
         super().__init__()
-        self.rt = Runtime(Config(SMALL, layer_rows=5, crs_rows=1, o2v_blocks=64), Mode.NO_CZ)
+        self.rt = Runtime(Config(SMALL, layer_rows=5, crs_rows=1, o2v_blocks=64), WriteMode.NO_CZ)
 
     @invariant()
     def consistent(self) -> None:

@@ -21,7 +21,7 @@ from patton.runtime.models import ModelSpec
 from patton.runtime.patton.config import Config
 from patton.runtime.errors import PattonError
 from patton.runtime.patton.lifecycle import Runtime
-from patton.runtime.patton.metadata import CzPlace, KeyPlace, Mode, ValuePlace
+from patton.runtime.patton.metadata import CzPlace, KeyPlace, WriteMode, ValuePlace
 from patton.runtime.programs.tables import KeyTable, ValueTable
 from patton.sim.program import FIELDS, Program
 from test_runtime_e2e import _config
@@ -323,7 +323,7 @@ def test_append_reports_like_write() -> None:
 
 def test_no_cz_append_falls_back() -> None:
     c = Config(ModelSpec("t", 1, 2, 2, 64), layer_rows=5)
-    a, b = Runtime(c, Mode.NO_CZ), Runtime(c, Mode.NO_CZ)
+    a, b = Runtime(c, WriteMode.NO_CZ), Runtime(c, WriteMode.NO_CZ)
     for rt in (a, b):
         rt.allocate(0, 0)
     kv = np.arange(c.heads * c.d_head, dtype=np.uint16).reshape(1, 1, c.heads, c.d_head)

@@ -166,7 +166,8 @@ def test_replay_from_text_equals_replay_in_memory(seed, tmp_path):
 
 @pytest.mark.verilator
 def test_cli_round_trip_replays_the_data_rtl_run_replays(tmp_path, capsys):
-    from patton.cli.rtl import DEFAULT_ROWS, fill_payloads, player
+    from patton.tb.builds import player
+    from patton.tb.prepare import DEFAULT_ROWS, fill_payloads
 
     from patton.cli import main
 

@@ -283,18 +283,21 @@ def test_event_stream_program_order():
     m = Manager()
     a = list(range(100, 110))
     m.admit("A", a)
-    assert kinds(m.events) == [(EventKind.ALLOC, 1), (EventKind.ALLOC, 2), (EventKind.ALLOC, 3), (EventKind.CACHE, 1), (EventKind.CACHE, 2)]
+    assert kinds(m.events) == [(EventKind.ALLOC, 1), (EventKind.ALLOC, 2), (EventKind.ALLOC, 3),
+                               (EventKind.CACHE, 1), (EventKind.CACHE, 2)]
     m.events.clear()
     m.admit("B", a[:8] + [1, 2])
     assert kinds(m.events) == [(EventKind.SHARE, 1), (EventKind.SHARE, 2), (EventKind.ALLOC, 4)]
     assert [e.ref for e in m.events] == [2, 2, 1]
     m.events.clear()
     m.free("A")
-    assert kinds(m.events) == [(EventKind.RELEASE, 3), (EventKind.UNSHARE, 2), (EventKind.UNSHARE, 1)]
+    assert kinds(m.events) == [(EventKind.RELEASE, 3), (EventKind.UNSHARE, 2),
+                               (EventKind.UNSHARE, 1)]
     assert all(e.request_id == "A" for e in m.events)
     m.events.clear()
     m.admit("C", a + [5, 5, 5])  # hits 1, 2 (block 3 was never full): 3 is reused, unhashed
-    assert kinds(m.events) == [(EventKind.SHARE, 1), (EventKind.SHARE, 2), (EventKind.ALLOC, 3), (EventKind.ALLOC, 5), (EventKind.CACHE, 3)]
+    assert kinds(m.events) == [(EventKind.SHARE, 1), (EventKind.SHARE, 2), (EventKind.ALLOC, 3),
+                               (EventKind.ALLOC, 5), (EventKind.CACHE, 3)]
     e = m.events[-1]
     assert e.key == m.kv.pool.key[3] and e.request_id == "C"
 

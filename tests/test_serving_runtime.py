@@ -24,7 +24,14 @@ from patton.serving.interface import Engine, Request, StepOutput
 from patton.serving.conversations import read
 from patton.serving.engine import EmbeddedEngine
 from patton.serving.adapter import Attached, attach, mirror_errors
-from patton.serving.capacity import REQUIREMENTS, RUNTIMES, capacity, device_bytes, kv_bytes_per_token, layer_config
+from patton.serving.capacity import (
+    REQUIREMENTS,
+    RUNTIMES,
+    capacity,
+    device_bytes,
+    kv_bytes_per_token,
+    layer_config,
+)
 from patton.serving.interface import EngineParams
 
 ROOT = Path(__file__).resolve().parent.parent

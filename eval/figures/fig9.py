@@ -8,8 +8,8 @@ hits on our workload (``docs/serving.md``); two extra records, not the paper's f
 **light** is pool 32, where every runtime keeps the same hits (the shape of the paper's
 "normal": all configurations equal), and **overload** is pool 512, where the live context
 passes the paper's "more than 250,000 live context tokens" (and every runtime's hits are
-gone; :data:`patton.eval.plan.LOADS`). ``pressure_live_tokens`` is the most live context tokens the GPU reference's pressure
-run held (the workload's, under vLLM's own cache).
+gone; :data:`patton.eval.plan.LOADS`). ``pressure_live_tokens`` is the most live context
+tokens the GPU reference's pressure run held (the workload's, under vLLM's own cache).
 """
 
 from __future__ import annotations

@@ -59,7 +59,7 @@ from patton.sim.isa import Command
 from patton.sim.protocol import (
     RULES,
     Action,
-    Mode,
+    RegisterMode,
     Need,
     Operand,
     Targets,
@@ -201,9 +201,9 @@ def _checks(rules, command, cmd, p, dev, mode, opened, rows, sel_open, sel_row, 
         return [(1, ProtocolCode.REJECTED)]
     rule = rules[command]
     out: list[tuple[object, ProtocolCode]] = []
-    if rule.mode is Mode.NORMAL:
+    if rule.mode is RegisterMode.NORMAL:
         out.append((mode, ProtocolCode.MODE))
-    elif rule.mode is Mode.REGISTER:
+    elif rule.mode is RegisterMode.REGISTER:
         out.append((~mode, ProtocolCode.MODE))
     bad = 0
     if rule.bank:

@@ -27,6 +27,7 @@ from typing import Any, TextIO
 from patton.cli.options import integer
 from patton.serving import conversations as cv
 from patton.serving.chat import DEMO_CONVERSATIONS, PHASES, Chat, ChatReport, ChatSetup, ChatStep
+from patton.serving.chat_plot import plot
 from patton.serving.faults import Faults
 
 __all__ = ["add_parser", "run"]
@@ -112,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
     figures["wall_seconds"] = round(wall, 3)
     out.mkdir(parents=True, exist_ok=True)
     (out / "chat.json").write_text(json.dumps(figures, indent=1) + "\n")
-    png = _plot(report, out / "cycles.png")
+    png = plot(report, out / "cycles.png")
     if faults is not None:
         figures["fault"] = faults.hit
     _summary(report, figures, wall, table, out, png)
@@ -183,7 +184,8 @@ def _summary(report: ChatReport, f: dict[str, Any], wall: float, table: TextIO, 
     by = f["cycles_by_phase"]
     ok = not report.failures
     print(file=table)
-    print(f"steps        {f['steps']} ({'every conversation served' if f['complete'] else 'stopped early'}"
+    served = "every conversation served" if f["complete"] else "stopped early"
+    print(f"steps        {f['steps']} ({served}"
           f"), {f['requests']} requests, {f['finished']} finished", file=table)
     print(f"tokens       {f['prefill_tokens']} prefill, {f['decode_tokens']} decode, "
           f"{f['hit_tokens']} prefix-cache hits; {f['kv_writes']} KV writes, "
@@ -204,33 +206,6 @@ def _summary(report: ChatReport, f: dict[str, Any], wall: float, table: TextIO, 
     print(f"files        {out / 'chat.json'}" + (f", {png}" if png else ""), file=table)
     print(f"verdict      {'PASS' if ok else 'FAIL'} ({len(report.failures)} failure(s)) in "
           f"{wall:.1f} s", file=table)
-
-
-def _plot(report: ChatReport, path: Path) -> Path | None:
-    """Stacked bars of each step's cycles by phase."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    steps = [s.step for s in report.steps]
-    fig, ax = plt.subplots(figsize=(10, 4), dpi=120)
-    bottom = [0] * len(steps)
-    for phase, colour in zip(PHASES, ("#4c72b0", "#dd8452", "#55a868", "#c44e52")):
-        values = [s.cycles[phase] for s in report.steps]
-        ax.bar(steps, values, bottom=bottom, width=1.0, label=phase, color=colour)
-        bottom = [b + v for b, v in zip(bottom, values)]
-    ax.set_xlabel("scheduler step")
-    ax.set_ylabel("DRAM cycles (0.5 ns)")
-    ax.set_title(f"PATTON on {'RTL' if report.device == 'rtl' else 'the models'}: cycles per "
-                 "step by phase")
-    ax.set_ylim(0, max(bottom, default=1) * 1.18)  # room for the legend
-    ax.set_xlim(-1, max(steps, default=0) + 1)
-    ax.legend(ncols=4, frameon=False, loc="upper center")
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
 
 
 def _error(args: argparse.Namespace, message: str, file: str | None = None,

@@ -80,7 +80,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                         "public simulator's one decoder; per_channel: one per channel; "
                         "Fig. 8 always runs both)")
     p.add_argument("--check", action=argparse.BooleanOptionalAction, default=None,
-                   help="verify every program of the Fig. 7/8 runs (run_cost's check; "
+                   help="verify every program of the Fig. 7/8 runs (the cost run's check; "
                         "default: with --quick only)")
     p.add_argument("--resume", action="store_true",
                    help="take the results of tasks an earlier run of the same code left in "

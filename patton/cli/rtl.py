@@ -29,18 +29,22 @@ bus conflicts: the model reports them and the RTL replays the first command of e
 order). Rows beyond ``--rows``, unreadable files and malformed lines exit 2 with
 ``file:line: reason``.
 
-Without ``--rows`` the row count is chosen from the schedule (:func:`choose_rows`). Both print
-the model's or the schedule's cycles next to the RTL's, which run :data:`~patton.tb.player.DRAIN`
-cycles past the last command. Idle gaps longer than every timing window are skipped in the
-replay, exactly (:func:`patton.tb.player.skip_idle`). A build that is not cached says so on
-stderr; make, Verilator and cocotb write to a log under ``build/runs/`` (``-v``: to stderr),
-named when the build or a replay fails (exit 2).
+Without ``--rows`` the row count is chosen from the schedule
+(:func:`patton.tb.builds.choose_rows`). Both print the model's or the schedule's cycles next to
+the RTL's, which run :data:`~patton.tb.driver.DRAIN` cycles past the last command. Idle gaps
+longer than every timing window are skipped in the replay, exactly
+(:func:`patton.tb.player.skip_idle`). A build that is not cached says so on stderr; make,
+Verilator and cocotb write to a log under ``build/runs/`` (``-v``: to stderr), named when the
+build or a replay fails (exit 2).
 
-:func:`add_parser` registers the ``rtl`` group on the ``patton`` command's sub-parsers. The
-Verilator build is made once per process, row count and timing profile (and cached on disk under
-``build/``). ``--timing`` (default ``aimsim-0f28a07``) sets the profile of the cycle model, of
-the RTL's timing checker (generated from it) and of the ``verify`` it is compared with; the JSON
-output names it (``"timing"``).
+This module parses the arguments and prints; the work is in :mod:`patton.tb.validate` (``run``
+and ``check``, their reports), :mod:`patton.tb.builds` (the players) and
+:mod:`patton.tb.coverage_report` (``coverage``'s report files). :func:`add_parser` registers the
+``rtl`` group on the ``patton`` command's sub-parsers. The Verilator build is made once per
+process, row count and timing profile (and cached on disk under ``build/``). ``--timing``
+(default ``aimsim-0f28a07``) sets the profile of the cycle model, of the RTL's timing checker
+(generated from it) and of the ``verify`` it is compared with; the JSON output names it
+(``"timing"``).
 """
 
 from __future__ import annotations
@@ -51,46 +55,33 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from patton.sim import check
+from patton.sim import readouts as readouts_format
 from patton.sim import schedule as schedule_format
 from patton.sim import trace as trace_format
-from patton.sim.cycle_model import CycleModel
-from patton.sim.device import AF_ROW_BASE, DEVICE
-from patton.sim.isa import Instruction
-from patton.sim.program import Readout
-from patton.sim.schedule import WRITES
-from patton.sim.timing import DEFAULT_PROFILE
-from patton.tb.prepare import DEFAULT_ROWS, RowsError, fill_payloads, suggest_rows
-from patton.tb.prepare import check_schedule_rows as _check_schedule_rows
-from patton.tb.prepare import check_trace_rows as _check_trace_rows
-from patton.tb.replays import Replay
-from patton.tb.replays import channels_text as _channels_text
-from patton.tb.replays import clear_dumps as _clear_dumps
-from patton.tb.replays import copy_dumps as _copy_dumps
-from patton.tb.replays import rejected as _rejected
-from patton.tb.replays import rejection_note as _rejection_note
-from patton.tb.replays import replay_all as _replay_all
-from patton.tb.replays import rtl_objects as _rtl_objects
-from patton.tb.replays import rtl_text as _rtl_text
-from patton.tb.replays import stdout_to_stderr as _stdout_to_stderr
+from patton.sim.device import DEVICE
+from patton.tb import builds, coverage_report, validate
+from patton.tb.closure import close
+from patton.tb.driver import DRAIN, DRAIN_MARGIN
+from patton.tb.prepare import DEFAULT_ROWS, RowsError
+from patton.tb.replays import Replay, channels_text, rejection_note, rtl_text, stdout_to_stderr
+from patton.tb.session import Session
+from patton.tb.stimulus import Mix
+from patton.tb.toolchain import BUILD_ROOT, quiet
+from patton.tb.validate import rtl_readouts
 
-from patton.sim import readouts as readouts_format
-from patton.cli.options import integer
+from patton.cli.options import SEED, add_timing_option, fraction, integer
 
 if TYPE_CHECKING:
     from patton.tb.player import SchedulePlayer
 
-__all__ = ["add_parser", "player", "choose_rows", "rtl_readouts", "fill_payloads", "RowsError",
-           "Replay"]
+__all__ = ["add_parser"]
 
 #: Violation lines printed per channel group in the human summary.
 _SHOW = 10
-
-_PLAYERS: dict[tuple[int, str | None, str], SchedulePlayer] = {}
 
 
 # -- shared helpers -------------------------------------------------------------------------
@@ -101,20 +92,6 @@ def _wave_format(path: str) -> str:
     return Path(path).suffix.lower().lstrip(".")
 
 
-def player(rows: int = DEFAULT_ROWS, waves: str | None = None,
-           timing: str = DEFAULT_PROFILE) -> SchedulePlayer:
-    """Return this process's schedule player for ``rows`` rows per bank whose timing checker
-    is built for profile ``timing`` (built once per process)."""
-    key = (rows, waves, timing)
-    if key not in _PLAYERS:
-        from patton.hw.params import ChannelParams
-        from patton.tb.player import SchedulePlayer
-
-        with _stdout_to_stderr():
-            _PLAYERS[key] = SchedulePlayer(ChannelParams(rows=rows), waves=waves, timing=timing)
-    return _PLAYERS[key]
-
-
 class _Output:
     """Where make, Verilator, cocotb and the simulator write: the terminal (``-v``) or a log.
 
@@ -123,8 +100,6 @@ class _Output:
     """
 
     def __init__(self, verb: str, verbose: bool) -> None:
-        from patton.tb.toolchain import BUILD_ROOT
-
         self.verbose = verbose
         self.log = BUILD_ROOT / "runs" / f"rtl-{verb}-{os.getpid()}.log"
         if not verbose:
@@ -133,32 +108,41 @@ class _Output:
 
     def __call__(self) -> contextlib.AbstractContextManager:
         if self.verbose:
-            return _stdout_to_stderr()
-        from patton.tb.toolchain import quiet
-
+            return stdout_to_stderr()
         return quiet(self.log)
 
     def where(self) -> str:
         return "the output above" if self.verbose else f"log: {self.log}"
 
 
-def _player(rows: int, waves: str | None, timing: str, out: _Output) -> SchedulePlayer:
-    """:func:`player`, saying when it builds, with the build's output sent to ``out``."""
-    from patton.hw.params import ChannelParams
-    from patton.tb.player import SchedulePlayer
+def _building(message: str, out: _Output) -> None:
+    """Say on stderr that a build starts (and where its output goes)."""
+    log = "" if out.verbose else f" (log: {out.log})"
+    print(f"{message}, cached under build/{log}", file=sys.stderr, flush=True)
 
-    if (rows, waves, timing) not in _PLAYERS and not SchedulePlayer.cached(
-            ChannelParams(rows=rows), waves=waves, timing=timing):
-        log = "" if out.verbose else f" (log: {out.log})"
-        if rows in SchedulePlayer.built_rows(waves=waves):
-            print(f"building the RTL channel (rows {rows}): the sources changed since its "
+
+def _player(rows: int, waves: str | None, timing: str, out: _Output) -> SchedulePlayer:
+    """:func:`patton.tb.builds.player`, saying when it builds, with the build's output sent to
+    ``out``."""
+    pending = builds.pending_build(rows, waves, timing)
+    if pending == "verilog":
+        _building(f"building the RTL channel (rows {rows}): the sources changed since its "
                   f"last build, regenerating its Verilog (seconds; a minute if the Verilog "
-                  f"differs), cached under build/{log}", file=sys.stderr, flush=True)
-        else:
-            print(f"building the RTL channel (rows {rows}): about a minute, cached under "
-                  f"build/{log}", file=sys.stderr, flush=True)
+                  f"differs)", out)
+    elif pending == "new":
+        _building(f"building the RTL channel (rows {rows}): about a minute", out)
     with out():
-        return player(rows, waves, timing)
+        return builds.player(rows, waves, timing)
+
+
+def _coverage_player(timing: str, out: _Output) -> SchedulePlayer:
+    """:func:`patton.tb.builds.coverage_player`, saying when it builds, with the build's output
+    sent to ``out``."""
+    if builds.pending_build(DEFAULT_ROWS, timing=timing, coverage=True):
+        _building(f"building the RTL channel with line and toggle coverage (rows "
+                  f"{DEFAULT_ROWS}): about two minutes", out)
+    with out():
+        return builds.coverage_player(timing)
 
 
 class _ToolFailure(Exception):
@@ -188,37 +172,9 @@ def _tool(what: str, out: _Output, call):
                            f"{out.where()}") from error
 
 
-def choose_rows(row: int, waves: str | None = None, timing: str = DEFAULT_PROFILE) -> int:
-    """The ``--rows`` of a schedule whose highest row is ``row`` when none is given.
-
-    The smallest power of two that holds the row (at least ``DEFAULT_ROWS``), unless a larger
-    simulator is built under ``build/`` (``SchedulePlayer.built_rows``): then the smallest such
-    that is today's build for ``timing`` (``SchedulePlayer.cached``), or, for the default
-    profile, the smallest such at all (it costs no Verilator build when only its Verilog needs
-    regenerating after a source change). A larger build replays the schedule exactly as a
-    smaller one would: the rows it adds are never touched.
-    """
-    from patton.hw.params import ChannelParams
-    from patton.tb.player import SchedulePlayer
-
-    needed = suggest_rows(row) if row >= 0 else DEFAULT_ROWS
-    larger = [r for r in SchedulePlayer.built_rows(waves=waves) if r >= needed]
-    for rows in larger:
-        if (rows, waves, timing) in _PLAYERS or SchedulePlayer.cached(
-                ChannelParams(rows=rows), waves=waves, timing=timing):
-            return rows
-    if larger and timing == DEFAULT_PROFILE:
-        return larger[0]
-    return needed
-
-
-def _highest_row(rows: Iterable[int]) -> int:
-    """The highest row of the RTL's row range in ``rows`` (-1 if none; AF LUT rows excluded)."""
-    return max((r for r in rows if r < AF_ROW_BASE), default=-1)
-
-
 def _note(out: _Output, quiet: int):
     """A progress line on stderr before each long replay."""
+    # lazy: patton.tb.player imports Amaranth's Verilog back end (slow to import)
     from patton.tb.player import idle_skipped
 
     def note(group: list[list], i: int, n: int) -> None:
@@ -227,7 +183,7 @@ def _note(out: _Output, quiet: int):
         if len(cmds) < _LONG and not skipped:
             return
         span = cmds[-1].cycle if cmds else 0
-        print(f"replaying  {_channels_text([g[0].channel for g in group])} ({i + 1}/{n}): "
+        print(f"replaying  {channels_text([g[0].channel for g in group])} ({i + 1}/{n}): "
               f"{len(cmds):,} commands over {span:,} cycles"
               + (f", {skipped:,} idle cycles skipped" if skipped else ""),
               file=sys.stderr, flush=True)
@@ -254,8 +210,6 @@ def _error(message: str, json_out: bool = False) -> int:
 def _cycles_lines(model_label: str, model_cycles: int, rtl_cycles: int,
                   last_command: int) -> list[str]:
     """The labelled cycle counts of a replay and why the RTL's is larger."""
-    from patton.tb.player import DRAIN, DRAIN_MARGIN
-
     return [f"cycles     {model_label} {model_cycles:,}, RTL {rtl_cycles:,}",
             (f"           (the RTL count runs {DRAIN} cycles past the schedule's last command, "
              f"at cycle {last_command:,}: the drain of the last read's latency, up to "
@@ -273,150 +227,71 @@ def _run_checked(args: argparse.Namespace) -> int:
         return _error(f"--waves {args.waves}: name a .vcd or .fst file", args.json)
     if args.readouts is not None:
         readouts_format.check(args.readouts)
-    rows = args.rows
     try:
-        if rows is not None:
-            _check_trace_rows(program, rows, str(args.trace))
-    except RowsError as error:
-        return _error(str(error), args.json)
-    filled = fill_payloads(program, args.seed)
-    model = CycleModel(timing=args.timing, record=True).run(program)
-    assert model.schedule is not None
-    if rows is None:
-        rows = choose_rows(_highest_row(c.row for c in model.schedule), waves, args.timing)
-    try:
-        _check_schedule_rows(model.schedule, rows, str(args.trace))
+        trace = validate.prepare_trace(program, str(args.trace), rows=args.rows,
+                                       seed=args.seed, timing=args.timing, waves=waves)
     except RowsError as error:
         return _error(str(error), args.json)
     out = _Output("run", args.verbose)
-    play = _tool("building the RTL channel", out, lambda: _player(rows, waves, args.timing, out))
-    prefix = "rtl-run"
+    play = _tool("building the RTL channel", out,
+                 lambda: _player(trace.rows, waves, args.timing, out))
     if waves:
-        _clear_dumps(model.schedule, prefix)
-    replays = _tool("the RTL replay", out, lambda: _replay_all(
-        play, model.schedule, prefix, values=True, around=out,
-        note=_note(out, play.timing.quiet)))
+        validate.clear_waves(trace)
+    replays = _tool("the RTL replay", out, lambda: validate.replay_trace(
+        play, trace, around=out, note=_note(out, play.timing.quiet)))
     dumps: list[str] = []
     if waves:
         try:
-            dumps = _copy_dumps(replays, prefix, Path(args.waves))
+            dumps = validate.copy_waves(replays, Path(args.waves))
         except RuntimeError as error:
             return _error(str(error), args.json)
     values = None
     if args.readouts is not None:
-        values = rtl_readouts(replays, program)
+        values = rtl_readouts(replays, trace.program)
         readouts_format.write(args.readouts, values, str(args.trace), "rtl")
     seconds = time.perf_counter() - started
-
-    def total(attr: str) -> int:
-        return sum(getattr(r.verdict, attr) * len(r.channels) for r in replays)
-
-    unflagged = sum(len(r.unflagged) * len(r.channels) for r in replays)
-    rejections = sum(sum(r.rejected.values()) * len(r.channels) for r in replays)
-    violations, model_violations = total("rtl_violations"), total("model_violations")
-    mismatches = total("mismatches") + total("mat_mismatches")
-    agree = all(r.verdict.agree for r in replays)
-    ok = not (mismatches or violations or model_violations or unflagged) and agree
-    from patton.tb.player import DRAIN, idle_skipped
-
-    last = max((c.cycle for c in model.schedule), default=0)
-    report = {
-        "trace": str(args.trace), "timing": args.timing, "rows": rows,
-        "rows_chosen": args.rows is None, "seed": args.seed,
-        "payloads_filled": filled,
-        "cycles": max((r.result.cycles for r in replays), default=0),
-        "rtl_cycles": max((r.result.cycles for r in replays), default=0),
-        "model_cycles": model.cycles,
-        "last_command_cycle": last,
-        "drain_cycles": DRAIN,
-        "idle_cycles_skipped": max((idle_skipped(r.schedule, play.timing.quiet)
-                                    for r in replays), default=0),
-        "commands": model.commands,
-        "replays": len(replays),
-        "replayed_commands": sum(r.replayed for r in replays),
-        "reads": total("reads"),
-        "mismatches": mismatches,
-        "read_mismatches": total("mismatches"),
-        "mat_words": total("mat_words"),
-        "mat_mismatches": total("mat_mismatches"),
-        "violations": violations,
-        "model_violations": model_violations,
-        "rtl_list": _rtl_list(replays),
-        "rejections": rejections,
-        "rejected": _rejected(replays),
-        "rejections_not_flagged": unflagged,
-        "agree": agree,
-        "ok": ok,
-        "channels": {str(ch): r.summary() for r in replays for ch in r.channels},
-        "waves": dumps,
-        "build_seconds": round(play.build_seconds, 3),
-        "rtl_seconds": round(sum(r.result.seconds for r in replays), 3),
-        "wall_seconds": round(seconds, 3),
-    }
-    if values is not None:
-        report["readouts"] = {"file": str(args.readouts), "count": len(values)}
+    report = validate.run_report(
+        trace, replays, play, waves=dumps, seconds=seconds,
+        readouts=None if values is None else (str(args.readouts), len(values)))
     if args.json:
         _emit(report)
-        return 0 if ok else 1
-    print(f"trace      {args.trace} ({filled} payload(s) filled, seed {args.seed})")
+        return 0 if report["ok"] else 1
+    _print_run(args, trace, replays, report, seconds)
+    return 0 if report["ok"] else 1
+
+
+def _print_run(args: argparse.Namespace, trace: validate.PreparedTrace,
+               replays: list[Replay], report: dict, seconds: float) -> None:
+    """The human summary of ``rtl run``."""
+    model = trace.model
+    print(f"trace      {args.trace} ({trace.filled} payload(s) filled, seed {args.seed})")
     print(f"model      {model.cycles} cycles, {model.commands} commands on "
           f"{len(model.command_counts)} channel(s), timing {args.timing}")
     print(f"rtl        {len(replays)} distinct schedule(s) replayed, "
           f"{report['replayed_commands']} commands, {report['rtl_seconds']:.2f} s "
-          f"(--rows {rows}{', chosen from the trace' if args.rows is None else ''})")
+          f"(--rows {trace.rows}{', chosen from the trace' if args.rows is None else ''})")
     for r in replays:
         v = r.verdict
-        print(f"  {_channels_text(r.channels):<12} {r.commands} commands, {v.reads} reads, "
+        print(f"  {channels_text(r.channels):<12} {r.commands} commands, {v.reads} reads, "
               f"{v.mat_words} mat words, {v.mismatches + v.mat_mismatches} mismatch(es), "
               f"{v.rtl_violations} RTL / {v.model_violations} "
               f"model violation(s){'' if v.agree else ', checkers DISAGREE'}")
         for x in r.result.violations[:_SHOW]:
-            print(f"    rtl    {_rtl_text(x, r.timing)}")
-    for line in _cycles_lines("model", model.cycles, report["rtl_cycles"], last):
+            print(f"    rtl    {rtl_text(x, r.timing)}")
+    for line in _cycles_lines("model", model.cycles, report["rtl_cycles"],
+                              report["last_command_cycle"]):
         print(line)
     print(f"reads      {report['reads']} compared, {report['read_mismatches']} mismatch(es)")
     print(f"mats       {report['mat_words']} non-zero words compared, "
           f"{report['mat_mismatches']} mismatch(es)")
-    print(f"violations {violations} (RTL), {model_violations} (model)")
-    for line in _rejection_note(replays):
+    print(f"violations {report['violations']} (RTL), {report['model_violations']} (model)")
+    for line in rejection_note(replays):
         print(line)
-    for path in dumps:
+    for path in report["waves"]:
         print(f"waves      {path}")
-    if values is not None:
-        print(f"readouts   {len(values)} written to {args.readouts}")
-    print(f"result     {'OK' if ok else 'FAIL'} in {seconds:.1f} s")
-    return 0 if ok else 1
-
-
-def _rtl_list(replays: Sequence[Replay]) -> list[dict]:
-    """Every RTL violation on every channel, as JSON objects (``rtl_objects``), by cycle."""
-    out = [obj for r in replays for ch in r.channels for x in r.result.violations
-           for obj in _rtl_objects(x, ch, r.timing)]
-    out.sort(key=lambda o: (o["cycle"], o["channel"]))
-    return out
-
-
-def rtl_readouts(replays: Sequence[Replay], program: Sequence[Instruction]) -> list[Readout]:
-    """The RTL's read-outs of a replayed trace, as :class:`~patton.sim.program.Readout`\\s in
-    their canonical order (by instruction, then column, then channel in send order).
-
-    Each returned read is matched with the command that read it (its cycle minus the read's
-    latency) and that command with its instruction (``src=``).
-    """
-    found: list[tuple[tuple[int, int, int], Readout]] = []
-    for r in replays:
-        by_cycle = {c.cycle: c for c in r.schedule}
-        for read in r.result.reads:
-            cmd = by_cycle.get(read.issued)
-            if cmd is None or cmd.source < 0:
-                continue
-            ins = program[cmd.source]
-            order = {ch: i for i, ch in enumerate(ins.channels())}
-            for ch in r.channels:
-                found.append(((cmd.source, cmd.col, order.get(ch, ch)),
-                              Readout(ch, ins.opcode, read.data.copy(), cmd.source)))
-    found.sort(key=lambda item: item[0])
-    return [readout for _, readout in found]
+    if "readouts" in report:
+        print(f"readouts   {report['readouts']['count']} written to {args.readouts}")
+    print(f"result     {'OK' if report['ok'] else 'FAIL'} in {seconds:.1f} s")
 
 
 # -- patton rtl check ------------------------------------------------------------------------
@@ -425,116 +300,67 @@ def rtl_readouts(replays: Sequence[Replay], program: Sequence[Instruction]) -> l
 def _check_checked(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     commands = schedule_format.read(args.schedule)
-    rows = args.rows if args.rows is not None else choose_rows(
-        _highest_row(c.row for c in commands), timing=args.timing)
     try:
-        _check_schedule_rows(commands, rows, str(args.schedule))
+        sched = validate.prepare_schedule(commands, str(args.schedule), rows=args.rows,
+                                          timing=args.timing)
     except RowsError as error:
         return _error(str(error), args.json)
-    found = check.verify(commands, timing=args.timing)
-    bus = [v for v in found if v.kind == "bus"]
-    flagged = {(v.channel, v.cycle) for v in found if v.kind != "bus"}
-    model_violations = len(flagged) + len(bus)
-    # The RTL's port takes one command per cycle: keep the first of each (channel, cycle).
-    seen: set[tuple[int, int]] = set()
-    replayable = []
-    for cmd in sorted(commands, key=lambda c: c.cycle):
-        if (cmd.channel, cmd.cycle) not in seen:
-            seen.add((cmd.channel, cmd.cycle))
-            replayable.append(cmd)
-    # Values can be scored only with every write's data (the functional model needs it).
-    values = all(c.payload is not None for c in commands if c.command in WRITES)
     out = _Output("check", args.verbose)
-    play = _tool("building the RTL channel", out, lambda: _player(rows, None, args.timing, out))
-    replays = _tool("the RTL replay", out, lambda: _replay_all(
-        play, replayable, "rtl-check", values=values, around=out,
-        note=_note(out, play.timing.quiet)))
+    play = _tool("building the RTL channel", out,
+                 lambda: _player(sched.rows, None, args.timing, out))
+    replays = _tool("the RTL replay", out, lambda: validate.replay_schedule(
+        play, sched, around=out, note=_note(out, play.timing.quiet)))
     seconds = time.perf_counter() - started
-    rtl_violations = sum(r.verdict.rtl_violations * len(r.channels) for r in replays)
-    unflagged = sum(len(r.unflagged) * len(r.channels) for r in replays)
-    agree = all(r.verdict.agree for r in replays)
-    reads = sum(r.verdict.reads * len(r.channels) for r in replays)
-    read_mismatches = sum(r.verdict.mismatches * len(r.channels) for r in replays)
-    mat_mismatches = sum(r.verdict.mat_mismatches * len(r.channels) for r in replays)
-    mismatches = read_mismatches + mat_mismatches
-    ok = not (rtl_violations or model_violations or unflagged or mismatches)
-    from patton.tb.player import DRAIN, idle_skipped
-
-    last = max((c.cycle for c in commands), default=0)
-    report = {
-        "schedule": str(args.schedule), "timing": args.timing, "rows": rows,
-        "rows_chosen": args.rows is None,
-        "commands": len(commands),
-        "bus_conflicts": len(bus),
-        "values": values,
-        "reads": reads,
-        "mismatches": mismatches,
-        "read_mismatches": read_mismatches,
-        "mat_mismatches": mat_mismatches,
-        "replays": len(replays),
-        "replayed_commands": sum(r.replayed for r in replays),
-        "cycles": max((r.result.cycles for r in replays), default=0),
-        "rtl_cycles": max((r.result.cycles for r in replays), default=0),
-        "schedule_cycles": last + 1,
-        "last_command_cycle": last,
-        "drain_cycles": DRAIN,
-        "idle_cycles_skipped": max((idle_skipped(r.schedule, play.timing.quiet)
-                                    for r in replays), default=0),
-        "rtl_violations": rtl_violations,
-        "rtl_list": _rtl_list(replays),
-        "model_violations": model_violations,
-        "model_violations_replayed": sum(r.verdict.model_violations * len(r.channels)
-                                         for r in replays),
-        "agree": agree,
-        "rejections": sum(sum(r.rejected.values()) * len(r.channels) for r in replays),
-        "rejected": _rejected(replays),
-        "rejections_not_flagged": unflagged,
-        "ok": ok,
-        "channels": {str(ch): r.summary() for r in replays for ch in r.channels},
-        "model_list": [str(v) for v in found],
-        "wall_seconds": round(seconds, 3),
-    }
+    report = validate.check_report(sched, replays, play, seconds=seconds)
     if args.json:
         _emit(report)
-        return 0 if ok else 1
-    print(f"schedule   {args.schedule}: {len(commands)} commands, "
-          f"{len(replays)} distinct channel schedule(s) replayed (--rows {rows}"
+        return 0 if report["ok"] else 1
+    _print_check(args, sched, replays, report, seconds)
+    return 0 if report["ok"] else 1
+
+
+def _print_check(args: argparse.Namespace, sched: validate.PreparedSchedule,
+                 replays: list[Replay], report: dict, seconds: float) -> None:
+    """The human summary of ``rtl check``."""
+    bus = report["bus_conflicts"]
+    print(f"schedule   {args.schedule}: {report['commands']} commands, "
+          f"{len(replays)} distinct channel schedule(s) replayed (--rows {sched.rows}"
           f"{', chosen from the schedule' if args.rows is None else ''})")
-    print(f"model      {model_violations} violation(s), timing {args.timing}"
-          + (f", {len(bus)} bus conflict(s) (not replayed)" if bus else ""))
-    for v in found[:_SHOW]:
+    print(f"model      {report['model_violations']} violation(s), timing {args.timing}"
+          + (f", {bus} bus conflict(s) (not replayed)" if bus else ""))
+    for v in sched.found[:_SHOW]:
         print(f"  {v.located(args.schedule)}")
-    print(f"rtl        {rtl_violations} violation(s)")
+    print(f"rtl        {report['rtl_violations']} violation(s)")
     for r in replays:
         for x in r.result.violations[:_SHOW]:
-            print(f"  {_channels_text(r.channels)}: {_rtl_text(x, r.timing)}")
+            print(f"  {channels_text(r.channels)}: {rtl_text(x, r.timing)}")
+    last = report["last_command_cycle"]
     for line in _cycles_lines("schedule", last + 1, report["rtl_cycles"], last):
         print(line)
     if report["idle_cycles_skipped"]:
         print(f"           ({report['idle_cycles_skipped']:,} idle cycles were skipped in the "
               "replay: no timing window reaches across them)")
-    if values:
-        print(f"values     {reads} reads compared, {read_mismatches} mismatch(es); "
-              f"{mat_mismatches} mat word(s) differ")
+    if report["values"]:
+        print(f"values     {report['reads']} reads compared, {report['read_mismatches']} "
+              f"mismatch(es); {report['mat_mismatches']} mat word(s) differ")
     else:
         print("values     not scored (some writes carry no data=)")
     if bus:
-        print(f"           (the RTL replayed the schedule without the {len(bus)} second "
+        print(f"           (the RTL replayed the schedule without the {bus} second "
               "command(s) of a cycle; the model finds "
               f"{report['model_violations_replayed']} violation(s) in what it replayed)")
-    print(f"verdicts   {'agree' if agree else 'DISAGREE'} on the replayed commands")
+    print(f"verdicts   {'agree' if report['agree'] else 'DISAGREE'} on the replayed commands")
     for r in replays:
         if not r.verdict.agree:
             v = r.verdict
-            print(f"  {_channels_text(r.channels)}: model only "
+            print(f"  {channels_text(r.channels)}: model only "
                   f"{sorted(v.model_timing - v.rtl_timing)} "
                   f"{sorted(v.model_protocol - v.rtl_protocol)}, RTL only "
                   f"{sorted(v.rtl_timing - v.model_timing)} "
                   f"{sorted(v.rtl_protocol - v.model_protocol)}")
-    for line in _rejection_note(replays):
+    for line in rejection_note(replays):
         print(line)
-    print(f"result     {'legal' if ok else 'NOT legal'} ({seconds:.1f} s)")
-    return 0 if ok else 1
+    print(f"result     {'legal' if report['ok'] else 'NOT legal'} ({seconds:.1f} s)")
 
 
 # -- parser ----------------------------------------------------------------------------------
@@ -561,31 +387,11 @@ _CHECK_HELP = (
     "functional model too. Same-cycle commands are bus conflicts: the RTL replays the first "
     "of each cycle. Exit 0 only when both find the schedule legal, 2 on a bad line.")
 
-
 # -- patton rtl coverage ---------------------------------------------------------------------
 
 
-def _coverage_player(timing: str, out: _Output) -> SchedulePlayer:
-    """The 64-row channel built with Verilator line and toggle coverage (saying when it
-    builds), the build's output sent to ``out``."""
-    from patton.hw.params import ChannelParams
-    from patton.tb.player import SchedulePlayer
-
-    params = ChannelParams(rows=DEFAULT_ROWS)
-    if not SchedulePlayer.cached(params, timing=timing, coverage=True):
-        log = "" if out.verbose else f" (log: {out.log})"
-        print(f"building the RTL channel with line and toggle coverage (rows {DEFAULT_ROWS}): "
-              f"about two minutes, cached under build/{log}", file=sys.stderr, flush=True)
-    with out():
-        return SchedulePlayer(params, timing=timing, coverage=True)
-
-
 def _coverage_checked(args: argparse.Namespace) -> int:
-    from patton.tb import coverage_report
-    from patton.tb.closure import close
-    from patton.tb.session import Session
-    from patton.tb.stimulus import Mix
-    from patton.tb.toolchain import BUILD_ROOT
+    # lazy: tqdm is slow to import, and only this verb draws a progress bar
     from tqdm import tqdm
 
     if args.budget < args.commands:
@@ -630,35 +436,21 @@ def _coverage_checked(args: argparse.Namespace) -> int:
     finally:
         bar.close()
         stream.close()
-    figures = coverage_report.figures(result)
-    code_line = ""
-    if counts:
-        from patton.tb import code_coverage
-
-        kept = folder / "coverage.dat"
-        try:
-            counts[0].replace(kept)
-            points = code_coverage.read(kept)
-        except (OSError, ValueError) as error:
-            return _error(f"the coverage build's counts ({counts[0]}): {error}; "
-                          f"{out.where()}", args.json)
-        (folder / "code-coverage.md").write_text(coverage_report.code_markdown(points))
-        (folder / "coverage.info").write_text(code_coverage.lcov(points))
-        figures["code"] = coverage_report.code_figures(points)
-        code_line = coverage_report.code_summary(points)
-    (folder / "coverage.md").write_text(coverage_report.markdown(result))
-    (folder / "coverage.json").write_text(json.dumps(figures, indent=1) + "\n")
-    result.monitor.export(str(folder / "coverage.xml"))
+    try:
+        written = coverage_report.write(result, folder, counts[0] if counts else None)
+    except coverage_report.CountsError as error:
+        return _error(f"{error}; {out.where()}", args.json)
     if args.json:
-        _emit({**figures, "out": str(folder), "timing": args.timing})
+        _emit({**written.figures, "out": str(folder), "timing": args.timing})
     else:
-        for line in coverage_report.summary(result) + ([code_line] if code_line else []):
+        code = [written.code] if written.code else []
+        for line in coverage_report.summary(result) + code:
             print(line)
         for group, bins in result.monitor.holes().items():
             print(f"hole       {group}: {', '.join(bins)}")
         for found in result.scoreboard.found[:_SHOW]:
             print(f"mismatch   {found}")
-        extra = ", code-coverage.md, coverage.info, coverage.dat" if code_line else ""
+        extra = ", code-coverage.md, coverage.info, coverage.dat" if code else ""
         print(f"report     {folder / 'coverage.md'} (and coverage.json, coverage.xml{extra})")
     return 0 if result.ok else 1
 
@@ -669,8 +461,6 @@ _rows = integer(1, DEVICE.rows)
 
 def _common(verb: argparse.ArgumentParser) -> None:
     """The options every ``rtl`` verb has: ``--json``, ``-v``, ``--timing``."""
-    from patton.cli.options import add_timing_option
-
     verb.add_argument("--json", action="store_true", help="print one JSON object")
     verb.add_argument("-v", "--verbose", action="store_true",
                       help="show the make/Verilator/cocotb output (default: into a log file "
@@ -681,10 +471,6 @@ def _common(verb: argparse.ArgumentParser) -> None:
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Register ``rtl`` (``run``, ``check``, ``coverage``) on ``subparsers``; return its
     parser."""
-    from patton.tb.stimulus import Mix
-
-    from patton.cli.options import SEED, fraction
-
     rtl = subparsers.add_parser("rtl", help="the RTL channel under Verilator",
                                 description="Replay traces and schedules on the RTL channel.")
     verbs = rtl.add_subparsers(dest="verb", required=True)

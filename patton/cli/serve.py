@@ -8,9 +8,11 @@ patton-wo-cz|patton-no-o2v] [--model M] [--clients C] [--pool P] [--num-blocks N
 [--block-size 16] [--max-num-seqs S] [--max-batched-tokens B] [--max-model-len L]
 [--steps N] [--json]``
     Serve the file with the closed-loop client model through an engine with a KV-cache runtime
-    attached, and report the run (the report keys of ``docs/serving.md``), the live context tokens and the
-    runtime's capacity use. Without ``--num-blocks`` the KV memory is the 16 GiB AiM device
-    (``runtimes.capacity``). ``--json`` prints one JSON object and nothing else on stdout.
+    attached, and report the run (the report keys of ``docs/serving.md``), the live context
+    tokens and the runtime's capacity use (:func:`patton.serving.serve.serve`). Without
+    ``--num-blocks`` the KV memory is the 16 GiB AiM device
+    (:func:`patton.serving.capacity.capacity`). ``--json`` prints one JSON object and nothing
+    else on stdout.
 
 Bad input (a malformed conversation file, inconsistent parameters, an engine that cannot be
 imported) is reported as ``error: ...`` on stderr with exit status 2, never a traceback.

@@ -28,7 +28,7 @@ favourable schedule the paper grants each baseline (§5.2): every channel busy i
 limited only by how evenly the baseline spread the batch's units over the channels (a policy
 that stripes a request over a channel group also starts each request on all of them at one
 step, ``aligned``, so they stay at the same addresses). Plans
-(:class:`QkPlan`, :class:`SvPlan`) say what each read-out holds. The builders lay out every
+(:class:`UnitQkPlan`, :class:`UnitSvPlan`) say what each read-out holds. The builders lay out every
 timeline and step at once with array sorts over the batch's units, not instruction by
 instruction.
 """
@@ -45,7 +45,7 @@ from patton.runtime.baselines.geometry import UNIT, Geometry
 from patton.sim.isa import MASK_BITS, Opcode, channel_bit
 from patton.sim.program import FIELDS, OP_ID, UNSET, Program, Readout
 
-__all__ = ["Jobs", "Reads", "QkPlan", "SvPlan", "key_writes", "value_writes",
+__all__ = ["Jobs", "Reads", "UnitQkPlan", "UnitSvPlan", "key_writes", "value_writes",
            "token_key_writes", "token_value_writes", "qk_program", "sv_program", "empty"]
 
 _GB, _BIAS, _MAC, _RD, _W, _ABK = (OP_ID[o] for o in (
@@ -311,7 +311,7 @@ class Reads(Sequence):
 
 
 @dataclass(frozen=True, slots=True)
-class QkPlan:
+class UnitQkPlan:
     """How one request's QK^T read-outs decode: per read-out, ``(head, channel, unit)``."""
 
     reads: Reads
@@ -336,7 +336,7 @@ class QkPlan:
 
 
 @dataclass(frozen=True, slots=True)
-class SvPlan:
+class UnitSvPlan:
     """How one request's SV read-outs decode.
 
     ``reads[k]`` is the request's ``k``-th read-out: ``(head, Value row i, segment, channel)``,
@@ -526,7 +526,8 @@ class _Deal:
 
     __slots__ = ("plans", "atoms", "index", "fields", "done")
 
-    def __init__(self, plans: Sequence[QkPlan | SvPlan], atoms: np.ndarray, index: np.ndarray,
+    def __init__(self, plans: Sequence[UnitQkPlan | UnitSvPlan], atoms: np.ndarray,
+                 index: np.ndarray,
                  *fields: np.ndarray) -> None:
         self.plans, self.atoms, self.index, self.fields = plans, atoms, index, fields
         self.done = False
@@ -551,7 +552,7 @@ class _Deal:
 
 
 class _Segments(dict):
-    """An :class:`SvPlan`'s ``segments``, filled for every plan of the batch when one is
+    """An :class:`UnitSvPlan`'s ``segments``, filled for every plan of the batch when one is
     first looked at (``fill``, called once)."""
 
     __slots__ = ("_fill",)
@@ -598,7 +599,7 @@ class _Segments(dict):
 
 
 def qk_program(g: Geometry, layer: int, jobs: Jobs, queries: np.ndarray,
-               blocks: Sequence[int], aligned: bool = False) -> tuple[Program, list[QkPlan]]:
+               blocks: Sequence[int], aligned: bool = False) -> tuple[Program, list[UnitQkPlan]]:
     """Return QK^T over ``jobs`` and one plan per request (``queries``: ``(n, heads, D)``).
 
     Every channel walks its own timeline (its jobs in batch order, each job's units there in
@@ -611,7 +612,7 @@ def qk_program(g: Geometry, layer: int, jobs: Jobs, queries: np.ndarray,
     length; a request's read-outs interleave with others', :func:`deal` splits them.
     """
     e, cols = g.bursts, g.device.gb_columns
-    plans = [QkPlan(Reads(), b, g.block_size) for b in blocks]
+    plans = [UnitQkPlan(Reads(), b, g.block_size) for b in blocks]
     u = _Units.of(jobs, "key")
     if not len(u.job):
         return empty(), _Dealt.wrap(plans, [])
@@ -653,7 +654,7 @@ def qk_program(g: Geometry, layer: int, jobs: Jobs, queries: np.ndarray,
 
 
 def sv_program(g: Geometry, layer: int, jobs: Jobs, probs: np.ndarray,
-               blocks: Sequence[int], aligned: bool = False) -> tuple[Program, list[SvPlan]]:
+               blocks: Sequence[int], aligned: bool = False) -> tuple[Program, list[UnitSvPlan]]:
     """Return SV over ``jobs`` and one plan per request (``probs``: ``(n, heads, width)``).
 
     Every channel walks its timeline of segments (per job, its units there split into runs of
@@ -665,7 +666,7 @@ def sv_program(g: Geometry, layer: int, jobs: Jobs, probs: np.ndarray,
     and one ``RD_MAC`` to them all. ``aligned`` as in :func:`qk_program`.
     """
     rv, w = g.v_rows, g.device.columns
-    plans = [SvPlan(Reads(), _Segments(), b, g.block_size) for b in blocks]
+    plans = [UnitSvPlan(Reads(), _Segments(), b, g.block_size) for b in blocks]
     u = _Units.of(jobs, "value")
     if not len(u.job):
         return empty(), _Dealt.wrap(plans, [])
@@ -779,7 +780,8 @@ def _shapes(seg: np.ndarray, rrow: np.ndarray, rcol: np.ndarray,
 
 
 class _Dealt(list):
-    """The plans of a batch, with the request each read-out of the program belongs to."""
+    """The plans of a batch, with the request each read-out of the program belongs to (the
+    interface's ``Plans``: :meth:`split` deals the read-outs)."""
 
     _order: _Deal | list[int]
 
@@ -790,6 +792,10 @@ class _Dealt(list):
             self._order = self._order.owners().tolist()
         return self._order
 
+    def split(self, readouts: Sequence[Readout]) -> list[list[Readout]]:
+        """Each request's read-outs, in its plan's order (:func:`deal`)."""
+        return deal(self, readouts)
+
     @classmethod
     def wrap(cls, plans: list, order: _Deal | list[int]) -> _Dealt:
         out = cls(plans)
@@ -797,7 +803,8 @@ class _Dealt(list):
         return out
 
 
-def deal(plans: Sequence[QkPlan | SvPlan], readouts: Sequence[Readout]) -> list[list[Readout]]:
+def deal(plans: Sequence[UnitQkPlan | UnitSvPlan],
+         readouts: Sequence[Readout]) -> list[list[Readout]]:
     """Split a batch program's read-outs into each request's, in its plan's order."""
     order = getattr(plans, "order", None)
     if order is None:

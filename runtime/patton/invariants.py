@@ -6,17 +6,26 @@ compares :func:`state` before and after every failed call); the runtime never ca
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from patton.runtime.patton.metadata import CzPlace, Mode
+from patton.runtime.patton.allocator import Allocator
+from patton.runtime.patton.config import Config
+from patton.runtime.patton.metadata import BlockMeta, CzPlace, RequestState, WriteMode
 
-if TYPE_CHECKING:
-    from patton.runtime.patton.lifecycle import Runtime
-
-__all__ = ["state", "check"]
+__all__ = ["Checked", "state", "check"]
 
 
-def state(rt: Runtime) -> tuple:
+class Checked(Protocol):
+    """What the checks read of a runtime (:class:`~patton.runtime.patton.lifecycle.Runtime`)."""
+
+    config: Config
+    mode: WriteMode
+    alloc: Allocator
+    blocks: dict[int, BlockMeta]
+    requests: dict[int, RequestState]
+
+
+def state(rt: Checked) -> tuple:
     """Return a comparable snapshot of everything mutable (for tests: unchanged on error)."""
     a = rt.alloc
     blocks = tuple(sorted(
@@ -31,7 +40,7 @@ def state(rt: Runtime) -> tuple:
             tuple(sorted(a.open_k.items())), tuple(sorted(a.open_v.items())))
 
 
-def check(rt: Runtime) -> None:
+def check(rt: Checked) -> None:
     """Assert every invariant: no overlapping granules, exact accounting, no leaks.
 
     Raises:
@@ -58,7 +67,7 @@ def check(rt: Runtime) -> None:
         assert m.ref_cnt > 0 or m.full, f"unreferenced partial block {bid}"
         assert 0 <= m.filled <= c.block_size
         b = m.binding
-        partial = rt.mode is Mode.PATTON and 0 < m.filled < c.block_size
+        partial = rt.mode is WriteMode.PATTON and 0 < m.filled < c.block_size
         assert (m.cz is not None) == partial == (m.slot is not None), bid
         assert m.cz is not None or m.shadow is None, bid
         assert b.o2k in a.o2k and b.o2v in a.o2v, f"block {bid} in a freed O2"

@@ -1,6 +1,7 @@
 """The PATTON runtime: vLLM's block pool over placement metadata, and the programs it emits.
 
-Mirrors vLLM's block pool (vLLM 0.33's, restated in ``patton.serving.block_pool``): a block id is bound by
+Mirrors vLLM's block pool (vLLM 0.33's, restated in ``patton.serving.block_pool``): a block id
+is bound by
 :meth:`Runtime.allocate`, written by :meth:`Runtime.write`, shared by :meth:`Runtime.share`
 (reference count up, nothing copied), released by :meth:`Runtime.free` (reference count down;
 a full block at zero references stays mapped as *cached*; a partial one is released with its
@@ -35,7 +36,7 @@ from patton.runtime.patton.metadata import (
     BlockMeta,
     CzPlace,
     KeyPlace,
-    Mode,
+    WriteMode,
     RequestState,
     ValuePlace,
     block_of,
@@ -58,8 +59,8 @@ class Runtime:
 
     Args:
         config: geometry (``Config(o2v_blocks=device.columns)`` is the no-O2V ablation).
-        mode: :attr:`Mode.PATTON` or the no-Commit-Zone ablation :attr:`Mode.NO_CZ`.
-        token_op: how :attr:`Mode.NO_CZ` writes a single Value token into its O1V: ``"abk"``
+        mode: :attr:`WriteMode.PATTON` or the no-Commit-Zone ablation :attr:`WriteMode.NO_CZ`.
+        token_op: how :attr:`WriteMode.NO_CZ` writes a single Value token into its O1V: ``"abk"``
             (one ``WR_ABK`` per Value row, the default: fewest commands and cycles) or
             ``"mem"`` (one masked ``W MEM`` per bank and Value row, as the paper describes).
 
@@ -71,7 +72,7 @@ class Runtime:
         attention: the per-request attention tables and batches.
     """
 
-    def __init__(self, config: Config, mode: Mode = Mode.PATTON, *,
+    def __init__(self, config: Config, mode: WriteMode = WriteMode.PATTON, *,
                  token_op: str = "abk") -> None:
         if token_op not in TOKEN_OPS:
             raise ValueError(f"token_op must be one of {', '.join(TOKEN_OPS)}, not {token_op!r}")
@@ -290,7 +291,8 @@ class Runtime:
         token of ``block_ids[i]``. Same as :meth:`write_program` with the item
         ``(block_ids[i], filled, keys[i][:, None], values[i][:, None])`` per block, and as
         fast as the runtime gets: with the Commit Zone, a step that writes the same blocks as
-        an earlier one reuses its programs (:class:`~patton.runtime.programs.token_writes.TokenBatch`)
+        an earlier one reuses its programs
+        (:class:`~patton.runtime.programs.token_writes.TokenBatch`)
         and rewrites them in place, and new ones recycle the arrays of old ones, so the
         returned programs are valid until the next write call (:meth:`WriteProgram.copy` keeps
         them).
@@ -306,7 +308,8 @@ class Runtime:
            query: np.ndarray) -> tuple[list[Instruction], QkPlan]:
         """Return the QK^T program of ``request`` in ``layer`` for ``query`` ``(heads, D)``.
 
-        The plan's :meth:`~patton.runtime.programs.plans.QkPlan.decode` gives ``(heads, blocks * T)`` scores;
+        The plan's :meth:`~patton.runtime.programs.plans.QkPlan.decode` gives
+        ``(heads, blocks * T)`` scores;
         index them with :meth:`token_index`. ``query`` is bfloat16 (``uint16`` bit patterns or
         ``ml_dtypes.bfloat16``).
 
@@ -328,7 +331,8 @@ class Runtime:
         """Return one QK^T program for ``requests`` (in order) and each one's plan.
 
         ``queries`` is bfloat16 ``(requests, heads, D)``. The program is each request's :meth:`qk`
-        program in turn, so its read-outs split by :meth:`~patton.runtime.programs.plans.QkPlan.readouts`.
+        program in turn, so its read-outs split by
+        :meth:`~patton.runtime.programs.plans.QkPlan.readouts`.
 
         Raises:
             UnknownRequest, LayerError, DtypeError, ShapeError: as :meth:`qk`.
@@ -339,7 +343,8 @@ class Runtime:
            probs: np.ndarray) -> tuple[list[Instruction], SvPlan]:
         """Return the SV program of ``request`` in ``layer`` for scores ``(heads, seq_len)``.
 
-        The plan's :meth:`~patton.runtime.programs.plans.SvPlan.decode` gives ``(heads, D)`` float32 outputs.
+        The plan's :meth:`~patton.runtime.programs.plans.SvPlan.decode` gives ``(heads, D)``
+        float32 outputs.
         ``probs`` is bfloat16 (``uint16`` bit patterns or ``ml_dtypes.bfloat16``), one score per
         written token (:meth:`seq_len`), in :meth:`token_index` order.
 

@@ -17,11 +17,11 @@ from patton.runtime.errors import UnknownBlock, UnknownRequest
 #: Dirty-position sentinel of :class:`RequestState`: only appends since the last read.
 CLEAN = 1 << 62
 
-__all__ = ["CLEAN", "Mode", "KeyPlace", "ValuePlace", "CzPlace", "BlockMeta", "RequestState",
+__all__ = ["CLEAN", "WriteMode", "KeyPlace", "ValuePlace", "CzPlace", "BlockMeta", "RequestState",
            "block_of", "request_of"]
 
 
-class Mode(enum.Enum):
+class WriteMode(enum.Enum):
     """How partial Value blocks are written."""
 
     PATTON = "patton"  # partial Value blocks live in a Commit Zone slot
@@ -70,7 +70,7 @@ class BlockMeta:
     """One bound logical block.
 
     Invariants: ``0 <= filled <= T``; ``cz`` (and ``slot``) is set iff the runtime is in
-    :attr:`Mode.PATTON` and ``0 < filled < T`` (its O1V ``value`` is then reserved, not
+    :attr:`WriteMode.PATTON` and ``0 < filled < T`` (its O1V ``value`` is then reserved, not
     visible; a block written whole never takes a slot); ``ref_cnt == 0`` only for a full block (cached); a block with ``ref_cnt > 1`` or
     ``ref_cnt == 0`` is never written; ``shadow`` holds the written Value tokens (offsets
     ``< filled``; later ones undefined) while the block is in the Commit Zone (the commit's

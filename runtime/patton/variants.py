@@ -5,7 +5,7 @@ same :class:`~patton.runtime.patton.lifecycle.Runtime` behind the same interface
 
 ``commit_zone``
     partial Value blocks staged in the Commit Zone and committed to their O1V when full
-    (:attr:`Mode.PATTON`), or written straight to their O1V (:attr:`Mode.NO_CZ`);
+    (:attr:`WriteMode.PATTON`), or written straight to their O1V (:attr:`WriteMode.NO_CZ`);
 ``token_op``
     how a runtime without the Commit Zone writes one Value token into its O1V: ``"abk"`` (one
     ``WR_ABK`` per Value row: fewest commands and cycles) or ``"mem"`` (one masked ``W MEM``
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from patton.runtime.patton.config import Config
 from patton.runtime.errors import ConfigError
 from patton.runtime.patton.lifecycle import TOKEN_OPS, Runtime
-from patton.runtime.patton.metadata import Mode
+from patton.runtime.patton.metadata import WriteMode
 
 __all__ = ["Variant", "VARIANTS", "variant"]
 
@@ -50,9 +50,9 @@ class Variant:
                               f"of {', '.join(TOKEN_OPS)}")
 
     @property
-    def mode(self) -> Mode:
+    def mode(self) -> WriteMode:
         """The runtime's write mode."""
-        return Mode.PATTON if self.commit_zone else Mode.NO_CZ
+        return WriteMode.PATTON if self.commit_zone else WriteMode.NO_CZ
 
     def config(self, config: Config) -> Config:
         """``config`` with this variant's granules (no O2V: an O2V is a whole VRS)."""

@@ -29,7 +29,7 @@ from patton.runtime.patton.allocator import Allocator
 from patton.runtime.patton.config import Config
 from patton.runtime.errors import CapacityError, OffsetError, ReadOnlyBlock, ShapeError
 from patton.runtime.inputs import bf16_bits, check_shape
-from patton.runtime.patton.metadata import BlockMeta, CzPlace, Mode, RequestState, block_of
+from patton.runtime.patton.metadata import BlockMeta, CzPlace, WriteMode, RequestState, block_of
 from patton.runtime.programs.token_writes import TokenBatch, commit_writes
 from patton.sim.isa import Instruction
 from patton.sim.program import Program, concat
@@ -99,7 +99,7 @@ class Writer:
         requests: the runtime's live requests by id.
     """
 
-    def __init__(self, config: Config, mode: Mode, token_op: str, alloc: Allocator,
+    def __init__(self, config: Config, mode: WriteMode, token_op: str, alloc: Allocator,
                  blocks: dict[int, BlockMeta], requests: dict[int, RequestState]) -> None:
         self.config = config
         self.mode = mode
@@ -246,7 +246,7 @@ class Writer:
         c = self.config
         n = len(block_ids)
         shape = (n, c.n_layers, c.heads, c.d_head)
-        if (self.mode is not Mode.PATTON or not n or keys.shape != shape
+        if (self.mode is not WriteMode.PATTON or not n or keys.shape != shape
                 or values.shape != shape or keys.dtype != np.uint16
                 or values.dtype != np.uint16):
             return None
@@ -357,7 +357,7 @@ class Writer:
             raise OffsetError("a block may appear once per write_many call")
         metas = [self._check(*it) for it in items]
         c = self.config
-        if self.mode is Mode.PATTON:
+        if self.mode is WriteMode.PATTON:
             need = sum(1 for m, it in zip(metas, items)
                        if m.cz is None and it[1] + it[2].shape[1] < c.block_size)
             if need > self.alloc.crs.free:
@@ -375,7 +375,7 @@ class Writer:
         n = keys.shape[1]
         layers = range(c.n_layers)
         parts.key += [(layer, meta.key, start, keys[layer]) for layer in layers]
-        if self.mode is Mode.NO_CZ:
+        if self.mode is WriteMode.NO_CZ:
             kind = "abk" if n == 1 and self.token_op == "abk" else "mem"
             parts.value += [(kind, (layer, meta.value, start, values[layer]))
                             for layer in layers]
@@ -399,7 +399,7 @@ class Writer:
     def _advance(self, meta: BlockMeta, start: int, n: int, values: np.ndarray) -> None:
         """Advance a block's metadata for a write: stage it in the CZ, or publish its O1V."""
         c = self.config
-        if self.mode is Mode.PATTON:
+        if self.mode is WriteMode.PATTON:
             if start + n < c.block_size:
                 self._stage(meta)
                 assert meta.shadow is not None

@@ -1,12 +1,15 @@
 """The per-step attention batch cache: per-request tables and the batches laid out from them.
 
-An :class:`AttentionCache` keeps each live request's :class:`~patton.runtime.programs.tables.KeyTable`
-and :class:`~patton.runtime.programs.tables.ValueTable` up to date with its block table (from the first
+An :class:`AttentionCache` keeps each live request's
+:class:`~patton.runtime.programs.tables.KeyTable` and
+:class:`~patton.runtime.programs.tables.ValueTable` up to date with its block table (from the first
 position the lifecycle marked dirty, :class:`~patton.runtime.patton.metadata.RequestState`) and, per
-layer and kind, the last :class:`~patton.runtime.programs.batch.Batch` of attention programs, keyed by
+layer and kind, the last :class:`~patton.runtime.programs.batch.Batch` of attention programs,
+keyed by
 its requests' versions. A step whose requests did not change reuses the batch (QK^T does not
 depend on Value visibility, ``kversion``, so a commit step reuses it); one where a few tables
-changed at their ends patches it (:mod:`patton.runtime.programs.layout_patch`); any other lays it out
+changed at their ends patches it (:mod:`patton.runtime.programs.layout_patch`); any other lays
+it out
 anew (:mod:`patton.runtime.programs.layout`).
 """
 
@@ -19,7 +22,7 @@ from patton.runtime.patton.config import Config
 from patton.runtime.errors import ShapeError, UnknownRequest
 from patton.runtime.inputs import bf16_bits, check_layer, check_shape
 from patton.runtime.patton.metadata import CLEAN, BlockMeta, CzPlace, RequestState, request_of
-from patton.runtime.programs.plans import QkPlan, SvPlan, group_masks
+from patton.runtime.programs.plans import Contiguous, QkPlan, SvPlan, group_masks
 from patton.runtime.programs.tables import KeyTable, ValueTable
 from patton.sim.program import Program
 
@@ -102,7 +105,8 @@ class AttentionCache:
         """Return the ``kind`` (``"qk"`` or ``"sv"``) batch of ``requests``' programs and plans.
 
         Cached by the requests' versions and ``width``; when some tables changed, the last
-        batch of the same requests is patched for them (:mod:`patton.runtime.programs.layout_patch`),
+        batch of the same requests is patched for them
+        (:mod:`patton.runtime.programs.layout_patch`),
         else (or when the patch does not apply) the batch is laid out anew.
 
         Raises:
@@ -140,7 +144,7 @@ class AttentionCache:
             lay = patch.qk_layout(c, layer, tabs) if kind == "qk" else \
                 patch.sv_layout(c, layer, tabs, width)
         batch = lay.batch
-        plans: list = [tb.plan for tb in lay.tables]
+        plans = Contiguous.of([tb.plan for tb in lay.tables], c)
         self._batches[(layer, kind)] = (key, batch, plans, lay)
         return batch, plans
 

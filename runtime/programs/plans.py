@@ -12,6 +12,7 @@ runtime (:mod:`patton.runtime.programs.layout`, :mod:`patton.runtime.programs.la
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -21,7 +22,8 @@ from patton.runtime.patton.metadata import CzPlace, KeyPlace, ValuePlace
 from patton.sim.isa import channel_bit
 from patton.sim.program import Readout
 
-__all__ = ["group_masks", "o1k_groups", "QkPlan", "Run", "Segment", "SvPlan", "sv_segments"]
+__all__ = ["group_masks", "o1k_groups", "QkPlan", "Run", "Segment", "SvPlan", "sv_segments",
+           "Contiguous"]
 
 
 @lru_cache(maxsize=64)
@@ -193,3 +195,33 @@ def sv_segments(values: list[ValuePlace | CzPlace], first: int = 0,
     if current:
         segments.append(Segment(tuple(current)))
     return segments
+
+
+class Contiguous(list):
+    """The plans of a batch program whose read-outs come request after request, each
+    request's :meth:`~QkPlan.readouts` of them (PATTON's batches; the interface's ``Plans``).
+    """
+
+    config: Config
+
+    @classmethod
+    def of(cls, plans: list, config: Config) -> Contiguous:
+        """``plans`` of a batch laid out on ``config``."""
+        out = cls(plans)
+        out.config = config
+        return out
+
+    def split(self, readouts: Sequence[Readout]) -> list[list[Readout]]:
+        """Each request's read-outs, in its plan's order.
+
+        Raises:
+            ValueError: the read-outs do not add up to the plans'.
+        """
+        out, k = [], 0
+        for plan in self:
+            n = plan.readouts(self.config)
+            out.append(list(readouts[k:k + n]))
+            k += n
+        if k != len(readouts):
+            raise ValueError(f"{len(readouts)} read-outs for plans of {k}")
+        return out

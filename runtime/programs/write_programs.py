@@ -5,7 +5,8 @@ cut into *pieces*, one block's write in one layer. The programs of a list of pie
 that depend only on the pieces' layers, placements and token counts, so they are cached per
 such list (:data:`Cache`) and a call only sets the token-dependent banks or lane masks and the
 payload (Keys as given, Values spread over lanes). Decode steps take the faster, in-place path
-of :mod:`patton.runtime.programs.token_writes`. Every function returns exactly the instructions of its
+of :mod:`patton.runtime.programs.token_writes`. Every function returns exactly the instructions
+of its
 :mod:`patton.runtime.reference.programs` counterpart (``tests/test_runtime_program.py``).
 """
 

@@ -1,23 +1,23 @@
 """NumPy references of the baselines' attention, exact against the documented MAC datapath.
 
 QK^T scores are :func:`patton.runtime.reference.attention.qk_exact`'s (one accumulator over
-``E`` MAC16s per token, from a zero bias). SV follows a baseline :class:`~.programs.SvPlan`:
+``E`` MAC16s per token, from a zero bias). SV follows a baseline :class:`~.programs.UnitSvPlan`:
 per head, channel (ascending) and segment (in order), one accumulator over the segment's
 units in column order, read out as bf16 and summed on the host in float32 in that order,
-which is the order :meth:`SvPlan.decode` sums the read-outs in.
+which is the order :meth:`UnitSvPlan.decode` sums the read-outs in.
 """
 
 from __future__ import annotations
 
 import numpy as np
 from patton.runtime.baselines.geometry import UNIT
-from patton.runtime.baselines.programs import SvPlan
+from patton.runtime.baselines.programs import UnitSvPlan
 from patton.sim import datapath as dp
 
 __all__ = ["sv_exact"]
 
 
-def sv_exact(plan: SvPlan, head: int, values: np.ndarray, probs: np.ndarray) -> np.ndarray:
+def sv_exact(plan: UnitSvPlan, head: int, values: np.ndarray, probs: np.ndarray) -> np.ndarray:
     """Return float32 outputs ``(D,)`` of ``head``.
 
     Args:

@@ -2,9 +2,10 @@
 
 A :class:`Template` holds every address of one request's QK^T or SV program in one layer;
 :func:`batch` lays several templates out over one payload array, giving the
-:class:`~patton.runtime.programs.batch.Batch` the runtime builds without per-request templates, from the
-tables it keeps up to date (:mod:`patton.runtime.programs.tables`, :mod:`patton.runtime.programs.layout`,
-:mod:`patton.runtime.programs.layout_patch`). This from-scratch build is what those are checked against
+:class:`~patton.runtime.programs.batch.Batch` the runtime builds without per-request templates,
+from the tables it keeps up to date (:mod:`patton.runtime.programs.tables`,
+:mod:`patton.runtime.programs.layout`, :mod:`patton.runtime.programs.layout_patch`). This
+from-scratch build is what those are checked against
 (``tests/test_runtime_tables.py``); each template gives exactly the instructions of its
 :mod:`patton.runtime.reference.programs` counterpart.
 """

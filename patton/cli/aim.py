@@ -1,0 +1,216 @@
+"""``patton aim run`` and ``patton aim check``: the cycle model on a trace, and the checker on a
+schedule (the verbs are described in :mod:`patton.cli`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from patton.cli.options import add_timing_option
+from patton.sim import check, schedule, trace
+from patton.sim import readouts as readouts_format
+from patton.sim import reference as references
+from patton.sim.cycle_model import CycleModel
+from patton.sim.energy import energy
+from patton.sim.functional import FunctionalModel
+
+__all__ = ["add_parser"]
+
+
+def _aim_run(args: argparse.Namespace) -> int:
+    program = trace.read(args.trace)
+    # Outputs are checked before the run: a bad path costs no simulation and writes nothing.
+    if args.schedule is not None:
+        schedule.check_writable(args.schedule)
+    if args.readouts is not None:
+        readouts_format.check(args.readouts)
+    expected = references.read(args.reference, args.trace) if args.reference is not None else None
+    show = args.progress or sys.stderr.isatty()
+    wants_schedule = args.schedule is not None or (expected is not None
+                                                   and "schedule" in expected)
+    model = CycleModel(timing=args.timing, record=wants_schedule,
+                       group=not args.no_group, skip=not args.per_cycle,
+                       native=not (args.python or args.per_cycle),
+                       frontend=args.frontend.replace("-", "_"),
+                       progress=_progress if show else None)
+    start = time.perf_counter()
+    result = model.run(program)
+    seconds = time.perf_counter() - start
+    if show and seconds > 1.0:
+        print(file=sys.stderr)
+    e = energy(result.command_counts, result.bank_state_cycles, result.cycles,
+               standby=args.standby)
+    # Files first, results after: what is printed is what was written.
+    if args.schedule is not None:
+        schedule.write(args.schedule, result.schedule)
+    values = None
+    if args.readouts is not None:
+        values = FunctionalModel(model.device).run(program)
+        readouts_format.write(args.readouts, values, str(args.trace), "functional model")
+    report = {
+        "trace": str(args.trace),
+        "timing": model.timing.name,
+        "frontend": args.frontend,
+        "cycles": result.cycles,
+        "time_ns": result.cycles * model.device.cycle_ns,
+        "commands": result.commands,
+        "command_counts": {str(ch): counts for ch, counts in result.command_counts.items()},
+        "bank_state_cycles": {str(ch): s for ch, s in result.bank_state_cycles.items()},
+        "energy_nj": e.total,
+        "energy_breakdown_nj": e.components,
+        "wall_seconds": seconds,
+    }
+    if args.schedule is not None:
+        report["schedule"] = str(args.schedule)
+    if values is not None:
+        report["readouts"] = {"file": str(args.readouts), "count": len(values)}
+    differences: list[dict] = []
+    if args.reference is not None:
+        differences = (references.differences(expected, report, result)
+                       if expected is not None else [])
+        report["reference"] = {"file": str(args.reference), "key": Path(args.trace).stem,
+                               "found": expected is not None,
+                               "fields": sorted(expected) if expected is not None else [],
+                               "differences": differences}
+    status = 1 if differences else 0
+    if args.json:
+        json.dump(report, sys.stdout)
+        sys.stdout.write("\n")
+        return status
+    totals: dict[str, int] = {}
+    for counts in result.command_counts.values():
+        for name, n in counts.items():
+            totals[name] = totals.get(name, 0) + n
+    print(f"trace      {args.trace}")
+    print(f"timing     {model.timing.name}")
+    print(f"cycles     {result.cycles} ({result.cycles * model.device.cycle_ns:.1f} ns)")
+    print(f"commands   {result.commands} on {len(result.command_counts)} channel(s): "
+          + ", ".join(f"{k} {v}" for k, v in sorted(totals.items())))
+    print(f"energy     {e.total:.1f} nJ (" + ", ".join(
+        f"{k} {v:.1f}" for k, v in e.components.items() if v) + ")")
+    print(f"simulated  in {seconds:.2f} s ({result.commands / max(seconds, 1e-9):,.0f} "
+          "commands/s)")
+    if args.schedule is not None:
+        print(f"schedule   {args.schedule}")
+    if values is not None:
+        print(f"readouts   {len(values)} written to {args.readouts}")
+    if args.reference is not None:
+        key = Path(args.trace).stem
+        if expected is None:
+            print(f"reference  {args.reference} has no entry {key!r}: nothing compared")
+        elif not differences:
+            print(f"reference  {args.reference} [{key}]: {', '.join(sorted(expected))} "
+                  "all equal")
+        else:
+            print(f"reference  {args.reference} [{key}]: {len(differences)} difference(s)")
+            for d in differences[:_SHOW_DIFFERENCES]:
+                print(f"  {d['field']}: reference {d['reference']}, model {d['model']}")
+            if len(differences) > _SHOW_DIFFERENCES:
+                print(f"  ... {len(differences) - _SHOW_DIFFERENCES} more (--json lists all)")
+    return status
+
+
+#: Reference differences printed in the human output (``--json`` lists every one).
+_SHOW_DIFFERENCES = 20
+
+
+def _progress(done: int, total: int, cycle: int) -> None:
+    print(f"\r  {done:,}/{total:,} instructions retired, cycle {cycle:,}", end="",
+          file=sys.stderr, flush=True)
+
+
+def _bar(show: bool, total: int, unit: str, what: str):
+    """A tqdm bar on stderr (shown after two seconds), or None when not shown."""
+    if not show:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit=unit, desc=what, file=sys.stderr, delay=2.0,
+                dynamic_ncols=True, leave=False)
+
+
+def _aim_check(args: argparse.Namespace) -> int:
+    show = args.progress or sys.stderr.isatty()
+    bar = _bar(show, 0, "line", "reading")
+
+    def read_progress(done: int, total: int) -> None:
+        bar.total = total
+        bar.update(done - bar.n)
+
+    try:
+        commands = schedule.read(args.schedule,
+                                 progress=read_progress if bar is not None else None)
+    finally:
+        if bar is not None:
+            bar.close()
+    bar = _bar(show, len(commands), "command", "checking")
+    found = check.verify_by_channel(commands, args.timing,
+                                    bar.update if bar is not None else None)
+    if bar is not None:
+        bar.close()
+    if args.json:
+        json.dump({"schedule": str(args.schedule), "timing": args.timing,
+                   "commands": len(commands),
+                   "violations": len(found),
+                   "list": [{"kind": v.kind, "cycle": v.cycle, "channel": v.channel,
+                             "command": v.command.name, "rule": v.rule,
+                             "preceding": v.preceding.name if v.preceding else None,
+                             "required": v.required, "actual": v.actual, "detail": v.detail,
+                             "line": v.line} for v in found]}, sys.stdout)
+        sys.stdout.write("\n")
+    else:
+        for v in found:
+            print(v.located(args.schedule))
+        print(f"{len(commands)} commands, {len(found)} violation(s) (timing {args.timing})")
+    return 1 if found else 0
+
+
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Register ``aim`` (``run`` and ``check``) on the ``patton`` sub-parsers."""
+    aim = sub.add_parser("aim", help="the AiM device model").add_subparsers(dest="verb",
+                                                                           required=True)
+    run = aim.add_parser("run", help="run the cycle model on a trace")
+    run.add_argument("trace", help="instruction trace (public AiM format or ours)")
+    run.add_argument("--json", action="store_true", help="print one JSON object")
+    run.add_argument("--schedule", metavar="OUT",
+                     help="write the timed command schedule (with the trace's payloads, masks "
+                          "and CFRs)")
+    run.add_argument("--standby", choices=("per_channel", "cent"), default="per_channel",
+                     help="standby energy: every channel (default) or the CENT script's value")
+    run.add_argument("--no-group", action="store_true",
+                     help="simulate every channel separately (slower, same result)")
+    run.add_argument("--python", action="store_true",
+                     help="run the Python cycle model, the reference the compiled kernel is "
+                          "tested against (slower, same result)")
+    run.add_argument("--per-cycle", action="store_true",
+                     help="run the Python model ticking every controller every cycle (much "
+                          "slower, same result)")
+    run.add_argument("--frontend", choices=("shared", "per-channel"), default="shared",
+                     help="how host instructions are decoded: one per cycle for all channels "
+                          "(shared, the public simulator's; default) or one per cycle per "
+                          "channel (per-channel; docs/cycle-model.md)")
+    run.add_argument("--progress", action="store_true",
+                     help="report progress on stderr (default when stderr is a terminal)")
+    run.add_argument("--readouts", metavar="FILE",
+                     help="write every read-out value (RD_MAC, RD_SBK, ... results, from the "
+                          "functional model) to FILE: .json or .npy (patton.sim.readouts)")
+    run.add_argument("--reference", metavar="REF.json",
+                     help="compare with the public simulator's results in REF.json (keyed "
+                          "by trace stem, as tests/data/aim/reference.json); print the "
+                          "differences, exit 1 on any")
+    add_timing_option(run)
+    run.set_defaults(func=_aim_run)
+    chk = aim.add_parser("check", help="verify a timed command schedule")
+    chk.add_argument("schedule", help="schedule file: 'cycle channel command [bank row col] "
+                                      "[key=value ...]'")
+    chk.add_argument("--json", action="store_true", help="print one JSON object")
+    chk.add_argument("--progress", action="store_true",
+                     help="report progress on stderr after two seconds (default when stderr "
+                          "is a terminal)")
+    add_timing_option(chk)
+    chk.set_defaults(func=_aim_check)

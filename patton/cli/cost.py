@@ -1,0 +1,99 @@
+"""``patton cost``: the cost of one serving run (``docs/run-cost.md``).
+
+``patton cost [--model M] [--runtime R] [--steps N] [--clients C] [--pool P]
+[--conversations FILE] [--frontend shared|per_channel] [--max-model-len L]
+[--max-batched-tokens B] [--num-blocks N] [--check] [--replay] [--json]``
+    Serve a conversation file (default: the first 300 ShareGPT conversations) with a PIM
+    runtime attached and print its attention parts' cycles, time and energy on the cycle
+    model and the GPU prefill recomputation it causes (:func:`patton.eval.cost.measure`,
+    against the GPU reference of :func:`patton.eval.cost.reference`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from patton.eval.cost import PARTS, measure, reference
+from patton.runtime.models import MODELS
+from patton.serving import conversations as cv
+from patton.serving.clients import ClientError
+from patton.sim.cycle_model import FRONTENDS
+
+__all__ = ["add_parser", "cost"]
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Register ``cost`` on the ``patton`` sub-parsers and return its parser."""
+    p = subparsers.add_parser("cost", help="the cost of one serving run (PIM attention on the "
+                                           "cycle model, GPU recompute)",
+                              description="The cost of a serving run (docs/run-cost.md).")
+    p.add_argument("--model", default="llama3-8b", choices=list(MODELS),
+                   help="model whose KV geometry is laid out and whose prefill the GPU prices "
+                        "(default llama3-8b)")
+    p.add_argument("--runtime", default="patton",
+                   help="PIM runtime: PATTON, an ablation or a baseline (default patton)")
+    p.add_argument("--steps", type=int, default=300, help="scheduler steps (default 300)")
+    p.add_argument("--clients", type=int, default=32, help="closed-loop clients (default 32)")
+    p.add_argument("--pool", type=int, default=64,
+                   help="live conversations, a multiple of --clients (default 64)")
+    p.add_argument("--conversations", default=None, metavar="FILE.jsonl",
+                   help="a conversation file (default: the first 300 ShareGPT conversations)")
+    p.add_argument("--frontend", default="shared", choices=list(FRONTENDS),
+                   help="the cycle model's front end (default shared: the public simulator's "
+                        "one decoder)")
+    p.add_argument("--max-model-len", type=int, default=2048,
+                   help="longest request in tokens (default 2048)")
+    p.add_argument("--max-batched-tokens", type=int, default=2048,
+                   help="tokens scheduled per step at most (default 2048)")
+    p.add_argument("--num-blocks", type=int, default=None,
+                   help="KV memory in blocks (default: the 16 GiB AiM device)")
+    p.add_argument("--check", action="store_true", help="verify every program")
+    p.add_argument("--replay", action="store_true",
+                   help="also replay on the functional model, attention bit-exact (slow)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cost)
+    return p
+
+
+def cost(a: argparse.Namespace) -> int:
+    """``patton cost``: serve, price, print (one JSON object with ``--json``)."""
+    t0 = time.perf_counter()
+    convs = cv.read(a.conversations) if a.conversations else cv.from_sharegpt(count=300)
+    t1 = time.perf_counter()
+    try:
+        ref = reference(convs, a.model, steps=a.steps, clients=a.clients, pool=a.pool,
+                        max_model_len=a.max_model_len,
+                        max_batched_tokens=a.max_batched_tokens, num_blocks=a.num_blocks)
+        t2 = time.perf_counter()
+        rc = measure(convs, a.model, a.runtime, steps=a.steps, frontend=a.frontend,
+                     clients=a.clients, pool=a.pool, max_model_len=a.max_model_len,
+                     max_batched_tokens=a.max_batched_tokens, reference=ref, check=a.check,
+                     num_blocks=a.num_blocks, replay=a.replay)
+    except (ValueError, ClientError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if a.json:
+        print(json.dumps(rc.as_dict(), indent=1))
+        return 0
+    print(f"{rc.model} {rc.runtime} ({rc.frontend} front end): {rc.steps} steps, "
+          f"{rc.decode_tokens} decode tokens, {rc.prefill_tokens} prefill tokens "
+          f"({rc.recomputed_tokens} recomputed), {rc.preemptions} preemptions, "
+          f"hit rate {rc.hit_rate:.4f}")
+    for name in PARTS:
+        part = rc.parts[name]
+        print(f"  {name:8s} {part.cycles:>14d} cycles  {part.seconds * 1e3:10.3f} ms  "
+              f"{part.joules * 1e3:10.3f} mJ")
+    print(f"  PIM      {rc.pim_seconds * 1e3:10.3f} ms  {rc.pim_joules * 1e3:10.3f} mJ; GPU "
+          f"recompute {rc.recompute_seconds * 1e3:.3f} ms  {rc.recompute_joules * 1e3:.3f} mJ")
+    print(f"  total    {rc.latency_seconds * 1e3:10.3f} ms  {rc.energy_joules * 1e3:10.3f} mJ")
+    if a.check or a.replay:
+        print(f"  checked {rc.checked_programs} programs: {rc.violations} violations, "
+              f"{rc.mismatches} mismatches")
+    phases = ", ".join(f"{k} {v:.2f} s" for k, v in rc.seconds_by_phase.items())
+    print(f"wall: conversations {t1 - t0:.2f} s, reference {t2 - t1:.2f} s, measure "
+          f"{rc.wall_seconds:.2f} s = {rc.wall_seconds / max(rc.steps, 1) * 1e3:.1f} ms/step "
+          f"({phases})")
+    return 0

@@ -1,0 +1,93 @@
+"""The public AiM simulator's results for a trace, read from a reference file and compared.
+
+A reference file (``tests/data/aim/reference.json``) is a JSON object keyed by trace stem,
+each entry with some of ``memory_system_cycles``, ``command_counts``, ``bank_state_cycles`` and
+``schedule`` (the public simulator's statistics and command trace). :func:`read` takes a
+trace's entry; :func:`differences` lists how a cycle-model run differs from it
+(``patton aim run --reference``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from patton.sim.cycle_model import RunResult
+from patton.sim.textfile import ReadError
+
+__all__ = ["ReferenceFileError", "FIELDS", "read", "differences"]
+
+
+class ReferenceFileError(ReadError):
+    """A ``--reference`` file that cannot be read or is not a reference of the right shape."""
+
+
+def read(path: str, trace_path: str) -> dict | None:
+    """Return the entry of ``trace_path``'s stem in the reference file (None if it has none).
+
+    The file is the public simulator's results (``tests/data/aim/reference.json``): a JSON
+    object keyed by trace stem, each entry with some of ``memory_system_cycles``,
+    ``command_counts``, ``bank_state_cycles`` and ``schedule``.
+    """
+    name = os.fspath(path)
+    try:
+        text = Path(name).read_text(encoding="utf-8")
+    except OSError as failure:
+        raise ReferenceFileError(name, None, f"cannot read reference: "
+                                         f"{failure.strerror or failure}") from None
+    except UnicodeDecodeError:
+        raise ReferenceFileError(name, None, "not UTF-8 text") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ReferenceFileError(name, error.lineno, f"not JSON: {error.msg}") from None
+    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
+        raise ReferenceFileError(name, None, "a reference is a JSON object keyed by trace name, "
+                                         "each entry an object")
+    entry = data.get(Path(trace_path).stem)
+    if entry is not None:
+        unknown = set(entry) - set(FIELDS)
+        if unknown or not entry:
+            raise ReferenceFileError(name, None, f"entry {Path(trace_path).stem!r}: fields "
+                                             f"{sorted(unknown) or '(none)'}; known: "
+                                             + ", ".join(FIELDS))
+    return entry
+
+
+#: Reference fields and the report field each is compared with.
+FIELDS = {"memory_system_cycles": "cycles", "command_counts": "command_counts",
+                     "bank_state_cycles": "bank_state_cycles", "schedule": "schedule"}
+
+
+def differences(expected: dict, report: dict[str, Any], result: RunResult) -> list[dict]:
+    """Return every difference between a reference entry and this run, one dict each."""
+    out: list[dict] = []
+    for key, field in FIELDS.items():
+        if key not in expected:
+            continue
+        want = expected[key]
+        if key == "memory_system_cycles":
+            if want != result.cycles:
+                out.append({"field": "cycles", "reference": want, "model": result.cycles})
+        elif key == "schedule":
+            got = [[c.cycle, c.channel, c.command.name] for c in result.schedule]
+            if got != want:
+                at = next((i for i, (a, b) in enumerate(zip(got, want, strict=False)) if a != b),
+                          min(len(got), len(want)))
+                out.append({"field": f"schedule[{at}]",
+                            "reference": want[at] if at < len(want) else None,
+                            "model": got[at] if at < len(got) else None})
+                if len(got) != len(want):
+                    out.append({"field": "schedule length", "reference": len(want),
+                                "model": len(got)})
+        else:
+            have = report[field]
+            for ch in sorted(set(want) | set(have), key=lambda c: (len(c), c)):
+                a, b = want.get(ch, {}), have.get(ch, {})
+                for name in sorted(set(a) | set(b)):
+                    if a.get(name, 0) != b.get(name, 0):
+                        out.append({"field": f"{field}[{ch}][{name}]",
+                                    "reference": a.get(name, 0), "model": b.get(name, 0)})
+    return out

@@ -1,0 +1,101 @@
+"""The RTL channel simulators a process replays on: one Verilator build per set of options.
+
+:func:`player` makes a :class:`~patton.tb.player.SchedulePlayer` once per process, row count,
+waveform format and timing profile (the build itself is cached on disk under ``build/``);
+:func:`pending_build` says beforehand whether asking for one builds, and what, so that a command
+can say so; :func:`choose_rows` picks the row count of a schedule that names none, preferring a
+build that already exists. :func:`coverage_player` is the channel built with Verilator line and
+toggle coverage (``patton rtl coverage --code``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Literal
+
+from patton.hw.params import ChannelParams
+from patton.sim.device import AF_ROW_BASE
+from patton.sim.timing import DEFAULT_PROFILE
+from patton.tb.prepare import DEFAULT_ROWS, suggest_rows
+from patton.tb.replays import stdout_to_stderr
+
+if TYPE_CHECKING:
+    from patton.tb.player import SchedulePlayer
+
+__all__ = ["player", "pending_build", "choose_rows", "highest_row", "coverage_player"]
+
+#: This process's players, by (rows, waves, timing profile).
+_PLAYERS: dict[tuple[int, str | None, str], SchedulePlayer] = {}
+
+
+def player(rows: int = DEFAULT_ROWS, waves: str | None = None,
+           timing: str = DEFAULT_PROFILE) -> SchedulePlayer:
+    """Return this process's schedule player for ``rows`` rows per bank whose timing checker
+    is built for profile ``timing`` (built once per process)."""
+    key = (rows, waves, timing)
+    if key not in _PLAYERS:
+        # lazy: patton.tb.player imports Amaranth's Verilog back end (slow to import)
+        from patton.tb.player import SchedulePlayer
+
+        with stdout_to_stderr():
+            _PLAYERS[key] = SchedulePlayer(ChannelParams(rows=rows), waves=waves, timing=timing)
+    return _PLAYERS[key]
+
+
+def pending_build(rows: int, waves: str | None = None, timing: str = DEFAULT_PROFILE, *,
+                  coverage: bool = False) -> Literal["verilog", "new"] | None:
+    """What asking for this simulator builds (:func:`player`; ``coverage``:
+    :func:`coverage_player`).
+
+    Returns
+    -------
+    ``None`` when nothing (made in this process or cached under ``build/``), ``"verilog"``
+    when a simulator of ``rows`` rows was built from older sources (its Verilog is
+    regenerated: seconds, a minute if the Verilog differs), ``"new"`` for a Verilator build.
+    """
+    from patton.tb.player import SchedulePlayer  # lazy: Amaranth's back end
+
+    params = ChannelParams(rows=rows)
+    if coverage:
+        return None if SchedulePlayer.cached(params, timing=timing, coverage=True) else "new"
+    if (rows, waves, timing) in _PLAYERS or SchedulePlayer.cached(params, waves=waves,
+                                                                  timing=timing):
+        return None
+    return "verilog" if rows in SchedulePlayer.built_rows(waves=waves) else "new"
+
+
+def coverage_player(timing: str = DEFAULT_PROFILE) -> SchedulePlayer:
+    """The :data:`~patton.tb.prepare.DEFAULT_ROWS`-row channel built with Verilator line and
+    toggle coverage for profile ``timing`` (each session writes its counts)."""
+    from patton.tb.player import SchedulePlayer  # lazy: Amaranth's back end
+
+    return SchedulePlayer(ChannelParams(rows=DEFAULT_ROWS), timing=timing, coverage=True)
+
+
+def choose_rows(row: int, waves: str | None = None, timing: str = DEFAULT_PROFILE) -> int:
+    """The ``--rows`` of a schedule whose highest row is ``row`` when none is given.
+
+    The smallest power of two that holds the row (at least ``DEFAULT_ROWS``), unless a larger
+    simulator is built under ``build/`` (``SchedulePlayer.built_rows``): then the smallest such
+    that is today's build for ``timing`` (``SchedulePlayer.cached``), or, for the default
+    profile, the smallest such at all (it costs no Verilator build when only its Verilog needs
+    regenerating after a source change). A larger build replays the schedule exactly as a
+    smaller one would: the rows it adds are never touched.
+    """
+    from patton.tb.player import SchedulePlayer  # lazy: Amaranth's back end
+
+    needed = suggest_rows(row) if row >= 0 else DEFAULT_ROWS
+    larger = [r for r in SchedulePlayer.built_rows(waves=waves) if r >= needed]
+    for rows in larger:
+        if (rows, waves, timing) in _PLAYERS or SchedulePlayer.cached(
+                ChannelParams(rows=rows), waves=waves, timing=timing):
+            return rows
+    if larger and timing == DEFAULT_PROFILE:
+        return larger[0]
+    return needed
+
+
+def highest_row(rows: Iterable[int]) -> int:
+    """The highest row of the RTL's row range in ``rows`` (-1 if none; AF LUT rows excluded):
+    what :func:`choose_rows` takes."""
+    return max((r for r in rows if r < AF_ROW_BASE), default=-1)
