@@ -1,6 +1,8 @@
 """``patton repro``: the paper's evaluation (Fig. 7, 8, 9 and the microbenchmarks), reproduced.
 
-``paper`` holds the paper's numbers, ``tasks`` the independent configurations and how one runs
-(local processes or Ray), ``figures`` turns their results into the figure records,
-``plots`` and ``report`` draw and tabulate them, ``cli`` is the verb (``docs/evaluation.md``).
+``figures`` holds one module per figure (the paper's numbers, its tasks, its record, plot and
+tables) in a registry; ``paper`` the paper's setup and ``plan`` the sizes of a run; ``tasks``
+the independent configurations and how one runs, ``runner`` runs them (local processes or
+Ray) and ``store`` keeps them; ``cost`` and ``gpu_cost`` price a serving run, ``micro`` holds
+the microbenchmarks; ``repro`` and ``report`` put it together (``docs/evaluation.md``).
 """

@@ -14,9 +14,9 @@ this process, in a ``ProcessPoolExecutor`` worker or as a Ray remote task (``run
     ``patton serve``'s machinery (the client model, the embedded engine, the attached
     runtime): the KV-cache hit rate and the live context tokens of one runtime under one load;
 :class:`FragmentationTask`, :class:`ValueWriteTask` (``micro``)
-    the microbenchmarks in ``benchmarks/`` (``runtime_fragmentation.py``: one 2 KB SV
-    reduction in fragments; ``runtime_value_writes.py``: the Commit Zone's single-token Value
-    writes), run from their own code.
+    the microbenchmarks (:mod:`patton.eval.micro.fragmentation`: one 2 KB SV reduction in
+    fragments; :mod:`patton.eval.micro.value_writes`: the Commit Zone's single-token Value
+    writes).
 
 ``run(task, progress)`` returns plain JSON data: ``{"task": ..., "result": ...,
 "wall_seconds": ...}``; ``progress``, if given, is called with a number of steps done since
@@ -162,9 +162,9 @@ class FragmentationTask:
 class ValueWriteTask:
     """The Commit Zone's single-token Value writes against no CZ (§4.4, Fig. 6).
 
-    ``benchmarks/runtime_value_writes.py``: a decode-only scenario of ``requests`` requests
-    and ``steps`` decode steps (commits included) replayed with the Commit Zone, without it by
-    ``WR_ABK`` and without it by per-bank ``W MEM``, on the cycle model. The activation ratio
+    :mod:`patton.eval.micro.value_writes`: a decode-only batch of ``requests`` requests and
+    ``steps`` decode steps (commits included) with the Commit Zone, without it by ``WR_ABK``
+    and without it by per-bank ``W MEM``, on the cycle model. The activation ratio
     needs the paper's batch (32 requests share a CRS row); ``steps`` a multiple of 16 gives
     every request the same number of commits.
     """

@@ -48,7 +48,7 @@ class RequestRecord:
 
 @dataclass(frozen=True, slots=True)
 class Report:
-    """The keys of "What a run reports" (sums over finished requests)."""
+    """The report keys of a run (sums over finished requests; ``docs/serving.md``)."""
 
     steps: int  # scheduler steps run
     requests: int  # requests finished

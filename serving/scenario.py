@@ -129,26 +129,29 @@ class Served:
     """A scenario run: the record, the checks, the device figures, the counts."""
 
     run: Run
-    checks: Checks
+    checks: Checks | None  # None: the run was not checked
     phases: Phases
     counts: Counts
     attached: Attached
 
     @property
     def ok(self) -> bool:
-        """Every check passed."""
+        """Every check passed (True for a run that was not checked)."""
+        if self.checks is None:
+            return True
         t = self.checks.total
         return not t.failures and self.checks.accuracy.max_tol_ratio <= 1.0
 
 
 def run(config: Config, scenario: Scenario = Scenario(), variant: Variant = VARIANTS["patton"],
-        *, executor: Executor | None = None, device: bool = True,
+        *, executor: Executor | None = None, device: bool = True, check: bool = True,
         batching: Batching = PARTS, observers: Sequence[object] = ()) -> Served:
     """Serve ``scenario`` on ``variant`` laid out on ``config``; check every step.
 
     ``executor`` defaults to a fresh :class:`~patton.sim.executor.CycleExecutor` of
     ``config``'s device; with ``device`` False the programs are built and not run (the
-    metadata and the mirror are still checked). ``batching`` is the forward pass's
+    metadata and the mirror are still checked); with ``check`` False nothing is checked (a
+    run for its device figures only). ``batching`` is the forward pass's
     (:mod:`patton.serving.forward`); ``observers`` watch the driver too.
     """
     runtime = variant.runtime(config)
@@ -158,9 +161,11 @@ def run(config: Config, scenario: Scenario = Scenario(), variant: Variant = VARI
     attached = Attached(cap, runtime, fill=False)
     data = TokenKV(c, scenario.seed)
     ex = executor if executor is not None else CycleExecutor(c.device) if device else None
-    checks, phases, counts = Checks(attached, data, ex), Phases(), Counts()
+    checks = Checks(attached, data, ex) if check else None
+    phases, counts = Phases(), Counts()
     driver = Driver(EmbeddedEngine, scenario.params(c.block_size), scenario.workload(),
                     clients=scenario.requests, pool=scenario.pool, attached=attached,
-                    observers=[checks, phases, counts, *observers], data=data, executor=ex,
+                    observers=[*([checks] if checks else []), phases, counts, *observers],
+                    data=data, executor=ex,
                     batching=batching, max_steps=scenario.steps)
     return Served(driver.run(), checks, phases, counts, attached)

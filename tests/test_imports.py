@@ -145,3 +145,14 @@ def test_the_parser_sees_the_modules_and_their_imports() -> None:
     assert {"patton.eval.cost", "patton.serving.driver"} <= EDGES["patton.eval.cz_bound"] | \
         EDGES["patton.eval.cost"]
     assert part("patton.cli.serve") == "cli" and part("patton.serving.serve") == "serving"
+
+
+def test_every_package_is_installed() -> None:
+    """A non-editable install carries every package: pyproject.toml lists each folder that has
+    an ``__init__.py``."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+                 ["packages"])
+    packages = {name for name, path in MODULES.items() if path.name == "__init__.py"}
+    assert packages == listed

@@ -7,7 +7,7 @@
     remote tasks with ``--ray``), then write ``repro.json`` (the figure records), ``repro.md``
     (tables side by side with the paper) and the PNG plots into ``--out`` (default
     ``repro-out/``). ``--json`` prints the records as one object keyed by figure and nothing
-    else on stdout. ``--quick``: 200 steps and two models, every program verified (the
+    else on stdout. ``--quick``: 100 steps and two models, every program verified (the
     pipeline check); the default is the paper's scale (> 10,000 steps per configuration, the
     four models). ``--steps`` overrides the serving runs' steps, ``--check``/``--no-check``
     whether Fig. 7/8's programs are verified, ``--frontend`` Fig. 7's cycle-model front end
