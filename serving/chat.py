@@ -209,6 +209,11 @@ class ChatReport:
         return out
 
 
+#: What a step's record takes from the checks' findings (:class:`~patton.serving.checks.Found`).
+_FOUND = ("commits", "placement_checked", "placement_mismatches", "mismatches", "violations",
+          "failures")
+
+
 class Chat:
     """One chat being served (see the module docstring).
 
@@ -320,12 +325,8 @@ class Chat:
         rec.finished = len(out.finished)
         rec.finished_partial = sum(f.request_id in self._partial for f in out.finished)
         self.report.finished += rec.finished
-        rec.commits = found.commits
-        rec.placement_checked = found.placement_checked
-        rec.placement_mismatches = found.placement_mismatches
-        rec.mismatches = found.mismatches
-        rec.violations = found.violations
-        rec.failures = found.failures
+        for name in _FOUND:
+            setattr(rec, name, getattr(found, name))
         if not rec.failures:
             rec.checks += 1
         self.report.steps.append(rec)

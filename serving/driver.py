@@ -180,9 +180,9 @@ class Driver:
         return True
 
     def _work(self, index: int, schedule: Any) -> StepWork:
-        kv = self.engine.kv  # type: ignore[attr-defined]  (a SplitEngine is the embedded one)
         ids = self.attached.ids if self.attached is not None else None
-        return split(index, schedule, kv.tables, self.params.block_size, ids)
+        return split(index, schedule, self.engine.tables,  # type: ignore[attr-defined]
+                     self.params.block_size, ids)
 
     def _stalled(self, index: int) -> ClientError:
         return ClientError(f"step {index} scheduled nothing with {self.clients.in_flight} "

@@ -281,6 +281,11 @@ class EmbeddedEngine:
     # ------------------------------------------------------------------------ queries
 
     @property
+    def tables(self) -> dict[str, list[int]]:
+        """Every request's block table (request id -> block ids), as scheduled."""
+        return self.kv.tables
+
+    @property
     def pool(self) -> BlockPool:
         """The block pool (what the adapter's capacity sampling reads)."""
         return self.kv.pool

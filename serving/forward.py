@@ -24,22 +24,19 @@ Phases of the programs: ``writes`` (one write call's Keys and Values together), 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from patton.runtime.interface import ColumnarWrites, KvRuntime, Plans
 from patton.serving.kv_data import KvData
-from patton.serving.work import Entry, StepWork
+from patton.serving.work import StepWork
 from patton.sim import datapath as dp
 from patton.sim.executor import Executor, Result, closed
 from patton.sim.program import Program, concat
 
-__all__ = ["Batching", "STEP", "PARTS", "PHASES", "Forward", "softmax"]
-
-#: Every phase a program of the forward pass can belong to, in execution order.
-PHASES = ("writes", "k_write", "v_write", "commits", "qk", "sv")
+__all__ = ["Batching", "STEP", "PARTS", "Forward", "softmax"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,8 +197,3 @@ class Forward:
         for h in self._hooks["ran"]:
             h(work, phase, prog, result)
         return result
-
-
-def entries_kv(data: KvData, entries: Sequence[Entry]) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Every entry's whole sequence's Keys and Values (the references of its attention)."""
-    return [data.kv(e.seq, 0, len(e.seq.tokens)) for e in entries]

@@ -8,6 +8,7 @@ one) lets the step driver run the step's device work in between (:mod:`patton.se
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -80,6 +81,10 @@ class SplitEngine(Engine, Protocol):
 
     def update(self, schedule: object) -> StepOutput:
         """Finish the step :meth:`schedule` began (vLLM's ``update_from_output()``)."""
+
+    @property
+    def tables(self) -> Mapping[str, list[int]]:
+        """Every request's block table (request id -> block ids), as scheduled."""
 
 
 @dataclass(frozen=True, slots=True)

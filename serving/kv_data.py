@@ -19,6 +19,7 @@ from collections.abc import Sequence as Seq
 from typing import Protocol
 
 import numpy as np
+from patton.runtime.interface import Geometry
 from patton.serving.engine import Sequence
 from patton.sim import datapath as dp
 
@@ -26,14 +27,6 @@ __all__ = ["KvData", "TokenKV", "Pattern", "PATTERN"]
 
 #: The bf16 word of every Key, Value and query element of :class:`Pattern` (1.0).
 PATTERN = 0x3F80
-
-
-class Geometry(Protocol):
-    """The shape a runtime lays out (PATTON's ``Config`` or a baseline's ``Geometry``)."""
-
-    n_layers: int
-    heads: int
-    d_head: int
 
 
 class KvData(Protocol):
