@@ -18,9 +18,9 @@ import time
 
 import numpy as np
 from patton.runtime.models import MODELS
-from patton.sim.executor import CycleExecutor
 from patton.serving.adapter import attach
 from patton.serving.capacity import RUNTIMES
+from patton.sim.executor import CycleExecutor
 
 PARTS = ("K write", "V write", "commit", "QK^T", "SV")
 

@@ -39,6 +39,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from patton.runtime.decode_batch import decode_steps, prefilled
 from patton.sim import trace
 from patton.sim.cost_cache import CostCache
 from patton.sim.cycle_model import CycleModel, DeviceState, RunResult
@@ -46,7 +47,6 @@ from patton.sim.device import DEVICE
 from patton.sim.executor import closed
 from patton.sim.isa import Instruction, channel_bit, mask_channels
 from patton.sim.program import Program
-from patton.runtime.decode_batch import decode_steps, prefilled
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACES = ROOT / "tests" / "data" / "aim"

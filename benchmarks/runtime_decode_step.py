@@ -45,11 +45,11 @@ import time
 from collections.abc import Callable
 
 import numpy as np
+from patton.runtime.decode_batch import prefilled
 from patton.runtime.patton.lifecycle import Runtime
 from patton.sim.cycle_model import CycleModel
 from patton.sim.isa import Instruction, Opcode
 from patton.sim.program import Program
-from patton.runtime.decode_batch import prefilled
 
 PHASES = ("place", "writes", "qk", "buffer", "sv", "sv copy")
 

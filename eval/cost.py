@@ -56,8 +56,8 @@ from typing import Any
 import numpy as np
 from patton.eval import gpu_cost
 from patton.runtime.models import MODELS, ModelSpec
-from patton.serving.adapter import attach
 from patton.serving import capacity as capacity_module
+from patton.serving.adapter import attach
 from patton.serving.capacity import RUNTIMES, Requirements, capacity, max_context
 from patton.serving.checks import Checks
 from patton.serving.conversations import Conversation

@@ -6,11 +6,11 @@ description (``tasks.describe``), the fingerprint of the code that ran it and wh
 interrupted run (a failure, ^C, a lost machine) keeps what it had done; with ``--resume`` the
 next run takes those results instead of running the tasks again.
 
-A result is reused only when both its description and its fingerprint are the current ones:
-the fingerprint is a SHA-256 over the source of every ``patton`` package (Python files, the
-cycle kernel's C and the packaged data), so any change
-to the code invalidates every stored result (stale figures are never mixed with new ones). A
-file that cannot be read as a stored task is an error naming the file, not a miss.
+A result is reused only when both its description and its fingerprint are the current ones: the
+fingerprint is a SHA-256 over the source of every ``patton`` package (Python files, the cycle
+kernel's C and the packaged data), so any change to the code invalidates every stored result
+(stale figures are never mixed with new ones). A file that cannot be read as a stored task is an
+error naming the file, not a miss.
 """
 
 from __future__ import annotations

@@ -1,12 +1,11 @@
 """PATTON: granules, Commit Zone, block lifecycle, command generation (``docs/runtime.md``).
 
-Public API (``from patton.runtime import ...``; imported on first use): :class:`Runtime` and
-its configuration (:class:`Config`, :class:`ModelSpec`, :data:`MODELS`, :func:`model`,
+Public API (``from patton.runtime import ...``; imported on first use): :class:`Runtime` and its
+configuration (:class:`Config`, :class:`ModelSpec`, :data:`MODELS`, :func:`model`,
 :class:`WriteMode`), what it returns (:class:`Writes`, :class:`WriteProgram`, :class:`QkPlan`,
 :class:`SvPlan`, the placements :class:`KeyPlace`, :class:`ValuePlace`, :class:`CzPlace`), its
 variants, PATTON and the ablations (:class:`Variant`, :func:`variant`, :data:`VARIANTS`), and
-its typed errors (:class:`PattonError` and
-its subclasses).
+its typed errors (:class:`PattonError` and its subclasses).
 """
 
 from __future__ import annotations
@@ -40,8 +39,6 @@ __all__ = [
 __getattr__, __dir__ = lazy(__name__, globals(), _EXPORTS, __all__)
 
 if TYPE_CHECKING:
-    from patton.runtime.models import MODELS, ModelSpec, model
-    from patton.runtime.patton.config import Config
     from patton.runtime.errors import (
         BlockStateError,
         CapacityError,
@@ -58,8 +55,10 @@ if TYPE_CHECKING:
         UnknownRequest,
     )
     from patton.runtime.interface import KvRuntime
+    from patton.runtime.models import MODELS, ModelSpec, model
+    from patton.runtime.patton.config import Config
     from patton.runtime.patton.lifecycle import Runtime
-    from patton.runtime.patton.metadata import CzPlace, KeyPlace, WriteMode, ValuePlace
-    from patton.runtime.programs.plans import QkPlan, SvPlan
+    from patton.runtime.patton.metadata import CzPlace, KeyPlace, ValuePlace, WriteMode
     from patton.runtime.patton.variants import VARIANTS, Variant, variant
     from patton.runtime.patton.writes import WriteProgram, Writes
+    from patton.runtime.programs.plans import QkPlan, SvPlan

@@ -2,14 +2,13 @@
 
 A KV-cache runtime on AiM turns vLLM's block events into placements and the placements into
 programs in the shared ISA (:mod:`patton.sim.isa`), which run on every executor. PATTON
-(:class:`~patton.runtime.patton.lifecycle.Runtime`, every
-:mod:`~patton.runtime.patton.variants` variant)
-implements :class:`KvRuntime`; so must every translated baseline layout (NeuPIMs, AttAcc,
-BlockPIM, PIMphony), so that the engine's adapter (:mod:`patton.serving.adapter`), the
-serving step driver's forward pass (:mod:`patton.serving.forward`) and the evaluation drive
-them alike. The interface names no implementation: each plan family splits its own
-read-outs. ``tests/test_runtime_interface.py`` checks that each implementation has every member
-with these parameter names.
+(:class:`~patton.runtime.patton.lifecycle.Runtime`, every :mod:`~patton.runtime.patton.variants`
+variant) implements :class:`KvRuntime`; so must every translated baseline layout (NeuPIMs,
+AttAcc, BlockPIM, PIMphony), so that the engine's adapter (:mod:`patton.serving.adapter`), the
+serving step driver's forward pass (:mod:`patton.serving.forward`) and the evaluation drive them
+alike. The interface names no implementation: each plan family splits its own read-outs.
+``tests/test_runtime_interface.py`` checks that each implementation has every member with these
+parameter names.
 
 Contract, in vLLM's terms (block ids are the engine's; request ids are small integers):
 

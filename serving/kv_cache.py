@@ -34,8 +34,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from patton.serving.events import Observer
 from patton.serving.block_pool import BlockPool
+from patton.serving.events import Observer
 
 __all__ = ["ROOT_KEY", "PrefixKeys", "Placement", "KVCacheManager"]
 

@@ -40,7 +40,6 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
-
 from patton.sim.cycle_model import CycleModel, DeviceState
 from patton.sim.device import DEVICE, Device
 from patton.sim.energy import Energy, energy
@@ -172,13 +171,13 @@ class CycleExecutor:
     """Timing, schedule and energy from the cycle model; values from a functional model.
 
     The cycle model schedules each program from the row and mode state the last one left
-    (:class:`~patton.sim.cycle_model.DeviceState`); the first program of a fresh executor
-    starts from reset, exactly as the public AiM simulator does. A program ends when every one
-    of its commands has issued and completed (``CycleModel(drain=True)``): the public simulator
-    ends at EOC even with conventional writes still buffered, which would leave them out of
-    the schedule and of the device the next program finds; where no write is left over, the
-    cycles are the public simulator's. The functional model executes
-    the same instructions, so read-outs equal :class:`FunctionalExecutor`'s.
+    (:class:`~patton.sim.cycle_model.DeviceState`); the first program of a fresh executor starts
+    from reset, exactly as the public AiM simulator does. A program ends when every one of its
+    commands has issued and completed (``CycleModel(drain=True)``): the public simulator ends at
+    EOC even with conventional writes still buffered, which would leave them out of the schedule
+    and of the device the next program finds; where no write is left over, the cycles are the
+    public simulator's. The functional model executes the same instructions, so read-outs equal
+    :class:`FunctionalExecutor`'s.
 
     Args:
         device: organisation.

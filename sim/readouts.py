@@ -28,7 +28,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-
 from patton.sim.program import Readout
 from patton.sim.schedule import check_writable
 from patton.sim.textfile import ReadError

@@ -33,9 +33,9 @@ from patton.sim.schedule import TimedCommand
 from patton.sim.timing import DEFAULT_PROFILE, Timing, timing_table
 from patton.tb import fst
 from patton.tb.driver import DATA_BITS as _DATA_BITS
+from patton.tb.driver import DRAIN, Driver
 from patton.tb.driver import HEAD_BITS as _HEAD_BITS
 from patton.tb.driver import MASK_BITS as _MASK_BITS
-from patton.tb.driver import DRAIN, Driver
 from patton.tb.monitor import PlayResult, RtlRead, RtlViolation, parse_mats
 from patton.tb.toolchain import BUILD_ROOT, build_dir, build_dir_path, environment, locked
 

@@ -35,9 +35,8 @@ from patton.sim.executor import CycleExecutor, closed
 from patton.sim.isa import Instruction, Opcode, channel_bit
 from patton.sim.random_programs import KINDS, random_program
 from patton.sim.timing import TIMING
-from patton.tb.driver import Driver
+from patton.tb.driver import DRAIN, Driver
 from patton.tb.monitor import Monitor, PlayResult, RtlRead, RtlViolation, parse_mats
-from patton.tb.driver import DRAIN
 from patton.tb.player import SchedulePlayer
 from patton.tb.reference import Reference
 from patton.tb.scoreboard import Scoreboard

@@ -43,9 +43,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
+from patton.hw.params import ChannelParams
 from patton.sim.schedule import TimedCommand
 from patton.sim.timing import TIMING
-from patton.hw.params import ChannelParams
 from patton.tb.driver import DRAIN, Driver
 from patton.tb.monitor import Monitor, PlayResult, RtlRead, RtlViolation, parse_mats
 from patton.tb.toolchain import BUILD_ROOT, SIMULATOR_ENV

@@ -40,8 +40,8 @@ from patton.sim.protocol import (
     CLOSED,
     PAYLOAD,
     RULES,
-    RegisterMode,
     Operand,
+    RegisterMode,
     Targets,
     column_limit,
 )

@@ -19,11 +19,11 @@ from hypothesis import strategies as st
 from patton.runtime.baselines import BASELINES, Geometry, baseline
 from patton.runtime.baselines.geometry import UNIT
 from patton.runtime.baselines.programs import Reads
-from patton.runtime.reference.baselines import sv_exact
-from patton.runtime.models import ModelSpec
 from patton.runtime.errors import BlockStateError, CapacityError, ConfigError, DoubleFree
 from patton.runtime.interface import KvRuntime
+from patton.runtime.models import ModelSpec
 from patton.runtime.reference.attention import qk_exact
+from patton.runtime.reference.baselines import sv_exact
 from patton.sim import datapath as dp
 from patton.sim.check import verify
 from patton.sim.device import DEVICE

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from patton.sim.executor import CycleExecutor
 from patton.serving import conversations as cv
 from patton.serving import engine as eng
 from patton.serving.chat import DEMO_CONVERSATIONS, Chat, ChatSetup
+from patton.serving.clients import Clients
 from patton.serving.faults import Faults
 from patton.serving.kv_data import TokenKV
-from patton.serving.clients import Clients
+from patton.sim.executor import CycleExecutor
 
 SETUP = ChatSetup()
 

@@ -295,10 +295,9 @@ def test_aim_check_progress_gives_the_same_violations(tmp_path, capsys, monkeypa
     import numpy as np
     from patton.sim import schedule
     from patton.sim.check import verify
+    from patton.sim.check import verify_by_channel as _verify
     from patton.sim.cycle_model import CycleModel
     from patton.sim.random_programs import random_program
-
-    from patton.sim.check import verify_by_channel as _verify
 
     program = random_program(np.random.default_rng(5), 60, channels=3, rows=3,
                              broadcast=False)

@@ -6,6 +6,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+from patton.runtime.decode_batch import decode_steps, prefilled
 from patton.sim.cost_cache import PARTS_PER_COST, CostCache, CostMismatch
 from patton.sim.cycle_model import CycleModel, DeviceState
 from patton.sim.device import AF_ROW_BASE, DEVICE
@@ -13,7 +14,6 @@ from patton.sim.energy import energy
 from patton.sim.isa import Cfr, Instruction, Opcode, channel_bit
 from patton.sim.program import Program
 from patton.sim.random_programs import random_program
-from patton.runtime.decode_batch import decode_steps, prefilled
 
 
 def _cost(result):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from patton.runtime.decode_batch import decode_steps, prefilled
 from patton.sim import native
 from patton.sim.cost_cache import CostCache
 from patton.sim.cycle_model import CycleModel, DeviceState
@@ -12,7 +13,6 @@ from patton.sim.isa import Cfr, Instruction, Opcode
 from patton.sim.native import FRONTENDS
 from patton.sim.program import Program
 from patton.sim.random_programs import random_program
-from patton.runtime.decode_batch import decode_steps, prefilled
 
 
 def _cost(result):

@@ -7,7 +7,6 @@ import random
 from pathlib import Path
 
 import pytest
-from patton.runtime.models import MODELS, ModelSpec
 from patton.eval.gpu_cost import (
     GPUS,
     SHAPES,
@@ -21,6 +20,7 @@ from patton.eval.gpu_cost import (
     Shape,
     recompute_cost,
 )
+from patton.runtime.models import MODELS, ModelSpec
 
 LLAMA = AnalyticCost(MODELS["llama3-8b"])
 TINY = ModelSpec("tiny", layers=1, kv_heads=1, q_heads=2, d_head=4)

@@ -29,9 +29,9 @@ from patton.sim.isa import Cfr, Command
 from patton.sim.protocol import (
     PAYLOAD,
     RULES,
-    RegisterMode,
     Need,
     Operand,
+    RegisterMode,
     State,
     Targets,
     consistent,

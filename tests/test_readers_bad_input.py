@@ -97,9 +97,10 @@ def test_every_bad_file_is_listed():
 
 @pytest.mark.parametrize("name", sorted(REFERENCES))
 def test_bad_reference(name, capsys):
-    from patton.cli import main
     from patton.sim.reference import ReferenceFileError
     from patton.sim.reference import read as _reference
+
+    from patton.cli import main
 
     path = BAD / "reference" / name
     with pytest.raises(ReferenceFileError) as err:

@@ -14,7 +14,6 @@ import math
 import sys
 
 import pytest
-from patton.cli.repro import main as repro_main
 from patton.eval import cost, paper, report, runner, tasks
 from patton.eval import repro as repro_lib
 from patton.eval.figures import FIGURES, NAMES, common, fig7, fig8, fig9, micro
@@ -24,6 +23,7 @@ from patton.eval.repro import reproduce, write
 from patton.eval.tasks import CostTask, FragmentationTask, HitTask, ValueWriteTask
 
 from patton.cli import main
+from patton.cli.repro import main as repro_main
 
 PARTS = ("k_write", "v_write", "qk", "sv")
 
@@ -513,8 +513,9 @@ def test_a_new_figure_is_one_module_and_one_registry_line(tmp_path, capsys, monk
     its tasks, derives its record, writes its markdown and plot, prints its summary."""
     import importlib.util
 
-    import patton.cli.repro
     import patton.eval.figures as figures
+
+    import patton.cli.repro
 
     source = tmp_path / "toy.py"
     source.write_text('''

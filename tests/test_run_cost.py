@@ -12,26 +12,27 @@ import json
 
 import numpy as np
 import pytest
+from patton.eval import cost as run_cost
+from patton.eval.cost import PART_OF, PARTS, measure, reference
 from patton.runtime.baselines import BASELINES, Geometry
 from patton.runtime.models import MODELS
 from patton.runtime.patton.config import Config
 from patton.runtime.patton.variants import variant as runtime_variant
-from patton.sim.cycle_model import CycleModel, DeviceState
-from patton.sim.device import DEVICE
-from patton.sim.energy import COMPONENTS, energy
-from patton.sim.executor import closed
-from patton.cli import main
-from patton.eval import cost as run_cost
 from patton.serving import capacity
 from patton.serving.adapter import Attached
 from patton.serving.chat import DEMO_CONVERSATIONS
 from patton.serving.conversations import read
 from patton.serving.driver import Driver
 from patton.serving.engine import EmbeddedEngine
-from patton.eval.cost import PART_OF, PARTS, measure, reference
 from patton.serving.forward import PARTS as BATCHING
 from patton.serving.interface import EngineParams
 from patton.serving.kv_data import Pattern
+from patton.sim.cycle_model import CycleModel, DeviceState
+from patton.sim.device import DEVICE
+from patton.sim.energy import COMPONENTS, energy
+from patton.sim.executor import closed
+
+from patton.cli import main
 
 DEMO = read(DEMO_CONVERSATIONS)  # 8 short conversations, 2-3 turns each
 SMALL = {"clients": 4, "pool": 8}

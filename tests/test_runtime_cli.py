@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 
-from patton.cli.runtime import add_parser
 from patton.sim import trace
 from patton.sim.functional import FunctionalModel
 from patton.sim.isa import Opcode
+
+from patton.cli.runtime import add_parser
 
 
 def _run(argv: list[str], capsys) -> tuple[int, str]:

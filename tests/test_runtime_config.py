@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from patton.runtime.errors import ConfigError, PattonError
 from patton.runtime.models import MODELS, ModelSpec, model
 from patton.runtime.patton.config import Config
-from patton.runtime.errors import ConfigError, PattonError
 from patton.sim.device import DEVICE
 
 

@@ -6,9 +6,9 @@ import inspect
 
 import pytest
 from patton.runtime.baselines import BASELINES, Geometry
+from patton.runtime.interface import MEMBERS, KvRuntime
 from patton.runtime.models import model
 from patton.runtime.patton.config import Config
-from patton.runtime.interface import MEMBERS, KvRuntime
 from patton.runtime.patton.variants import VARIANTS
 
 RUNTIMES = [*VARIANTS, *BASELINES]

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from patton.runtime.models import ModelSpec
-from patton.runtime.patton.config import Config
 from patton.runtime.errors import (
     BlockStateError,
     CapacityError,
@@ -17,8 +15,10 @@ from patton.runtime.errors import (
     UnknownBlock,
     UnknownRequest,
 )
+from patton.runtime.models import ModelSpec
+from patton.runtime.patton.config import Config
 from patton.runtime.patton.lifecycle import Runtime
-from patton.runtime.patton.metadata import CzPlace, WriteMode, ValuePlace
+from patton.runtime.patton.metadata import CzPlace, ValuePlace, WriteMode
 from patton.sim import trace
 from patton.sim.cycle_model import CycleModel
 from patton.sim.isa import Instruction, Opcode

@@ -11,18 +11,18 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from patton.runtime.programs import plans
-from patton.runtime.reference import programs as ref
 from patton.runtime.models import ModelSpec
 from patton.runtime.patton.config import Config
 from patton.runtime.patton.lifecycle import Runtime
-from patton.runtime.patton.metadata import CzPlace, WriteMode, ValuePlace
+from patton.runtime.patton.metadata import CzPlace, ValuePlace, WriteMode
+from patton.runtime.patton.variants import Variant
+from patton.runtime.programs import plans
+from patton.runtime.reference import programs as ref
+from patton.serving.forward import STEP
+from patton.serving.scenario import Scenario, run
 from patton.sim.device import DEVICE
 from patton.sim.isa import Instruction, Opcode
 from patton.sim.program import Program, concat
-from patton.runtime.patton.variants import Variant
-from patton.serving.forward import STEP
-from patton.serving.scenario import Scenario, run
 from test_runtime_e2e import CASES, _config
 
 

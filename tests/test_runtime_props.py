@@ -11,13 +11,13 @@ import numpy as np
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from patton.runtime.errors import CapacityError, PattonError, ReadOnlyBlock
 from patton.runtime.models import ModelSpec
 from patton.runtime.patton.config import Config
-from patton.runtime.errors import CapacityError, PattonError, ReadOnlyBlock
 from patton.runtime.patton.lifecycle import Runtime
 from patton.runtime.patton.metadata import WriteMode
-from patton.sim import trace
 from patton.serving.scenario import Scenario, run
+from patton.sim import trace
 
 SMALL = ModelSpec("small", layers=1, kv_heads=1, q_heads=1, d_head=64)
 

@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from patton.runtime.programs import layout, plans
-from patton.runtime.reference import templates as tpl
-from patton.runtime.programs.batch import Batch
+from patton.runtime.errors import PattonError
 from patton.runtime.models import ModelSpec
 from patton.runtime.patton.config import Config
-from patton.runtime.errors import PattonError
 from patton.runtime.patton.lifecycle import Runtime
-from patton.runtime.patton.metadata import CzPlace, KeyPlace, WriteMode, ValuePlace
+from patton.runtime.patton.metadata import CzPlace, KeyPlace, ValuePlace, WriteMode
+from patton.runtime.programs import layout, plans
+from patton.runtime.programs.batch import Batch
 from patton.runtime.programs.tables import KeyTable, ValueTable
+from patton.runtime.reference import templates as tpl
 from patton.sim.program import FIELDS, Program
 from test_runtime_e2e import _config
 from test_runtime_program import _ref_writes, _same

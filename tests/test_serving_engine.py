@@ -16,14 +16,13 @@ import json
 from pathlib import Path
 
 import pytest
-from patton.serving.events import BlockEvent, EventKind
-from patton.serving.block_pool import BlockPool
 from drive import serve
-from patton.serving.interface import Request
+from patton.serving.block_pool import BlockPool
 from patton.serving.conversations import read
 from patton.serving.engine import SETTINGS, EmbeddedEngine
+from patton.serving.events import BlockEvent, EventKind
+from patton.serving.interface import EngineParams, Request
 from patton.serving.kv_cache import KVCacheManager, PrefixKeys
-from patton.serving.interface import EngineParams
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = sorted((ROOT / "tests/data/serving/golden").glob("*.json.gz"))

@@ -15,14 +15,11 @@ import json
 from pathlib import Path
 
 import pytest
+from drive import serve as drive
 from patton.runtime.baselines import BASELINES
 from patton.runtime.models import MODELS
 from patton.runtime.patton.config import Config
 from patton.runtime.patton.lifecycle import Runtime
-from drive import serve as drive
-from patton.serving.interface import Engine, Request, StepOutput
-from patton.serving.conversations import read
-from patton.serving.engine import EmbeddedEngine
 from patton.serving.adapter import Attached, attach, mirror_errors
 from patton.serving.capacity import (
     REQUIREMENTS,
@@ -32,7 +29,9 @@ from patton.serving.capacity import (
     kv_bytes_per_token,
     layer_config,
 )
-from patton.serving.interface import EngineParams
+from patton.serving.conversations import read
+from patton.serving.engine import EmbeddedEngine
+from patton.serving.interface import Engine, EngineParams, Request, StepOutput
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = sorted((ROOT / "tests/data/serving/golden").glob("*.json.gz"))

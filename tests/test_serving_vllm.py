@@ -19,9 +19,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from patton.serving.events import BlockEvent
 from drive import serve
 from patton.serving.conversations import read
+from patton.serving.events import BlockEvent
 from patton.serving.interface import EngineParams
 from patton.serving.vllm_engine import cdiv
 
@@ -114,8 +114,8 @@ def test_vllm_event_stream_equals_embedded(path):
 def _attached_run(engine_name: str, golden: str, num_blocks: int, variant: str,
                   steps: int) -> tuple[dict, list[BlockEvent], dict, list[str]]:
     from patton.runtime.models import MODELS
-    from patton.serving.engine import EmbeddedEngine
     from patton.serving.adapter import attach, mirror_errors
+    from patton.serving.engine import EmbeddedEngine
     from patton.serving.vllm_engine import VllmEngine
 
     p = dict(load(ROOT / f"tests/data/serving/golden/{golden}.json.gz")["params"],

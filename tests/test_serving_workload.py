@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from patton.serving import conversations as cv
 from drive import serve
+from patton.serving import conversations as cv
 from patton.serving.clients import ClientError, Clients
-from patton.serving.interface import Finished, Request, Scheduled, StepOutput
 from patton.serving.conversations import Conversation, WorkloadError
+from patton.serving.interface import Finished, Request, Scheduled, StepOutput
 
 DATA = Path(__file__).resolve().parent / "data"
 SERVING = DATA / "serving"

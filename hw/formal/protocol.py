@@ -59,9 +59,9 @@ from patton.sim.isa import Command
 from patton.sim.protocol import (
     RULES,
     Action,
-    RegisterMode,
     Need,
     Operand,
+    RegisterMode,
     Targets,
     column_limit,
 )

@@ -2,13 +2,13 @@
 
 The embedded engine (vLLM 0.33's scheduler) serves the conversations of a conversation file
 (default: eight ShareGPT conversations of two or three turns, Llama-3 tokens, messages cut to 16
-tokens: ``chat.demo_conversations``) through the
-PATTON runtime, on one ChPerHead channel group of Llama-3-8B (four AiM channels, two layers):
-per scheduler step the KV writes and Commit Zone commits, then QK^T, a softmax on the host and
-SV for every decoding request, all on the device, every step checked
-(:mod:`patton.serving.chat`). ``--device rtl`` (the default) runs the four channels as
-Verilator simulations of the Amaranth RTL, driven by the cycle model's schedule and scored
-against the functional model; ``--device model`` runs the cycle and functional models only.
+tokens: ``chat.demo_conversations``) through the PATTON runtime, on one ChPerHead channel group
+of Llama-3-8B (four AiM channels, two layers): per scheduler step the KV writes and Commit Zone
+commits, then QK^T, a softmax on the host and SV for every decoding request, all on the device,
+every step checked (:mod:`patton.serving.chat`). ``--device rtl`` (the default) runs the four
+channels as Verilator simulations of the Amaranth RTL, driven by the cycle model's schedule and
+scored against the functional model; ``--device model`` runs the cycle and functional models
+only.
 
 Prints a row per step (progress on stderr with ``--json``), a summary, and writes
 ``cycles.png`` (cycles per step by phase) and ``chat.json`` into ``--out``; ``--waves STEP``

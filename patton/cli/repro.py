@@ -31,14 +31,13 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from patton.cli.options import integer
 from patton.eval.figures import FIGURES, NAMES
 from patton.eval.paper import MODELS as MODEL_NAMES
 from patton.eval.plan import FULL, QUICK
 from patton.eval.repro import DEFAULT_WORKERS, reproduce, write
 from patton.eval.store import Store
 from patton.sim.cycle_model import FRONTENDS
-
-from patton.cli.options import integer
 
 __all__ = ["DEFAULT_OUT", "add_parser", "repro"]
 

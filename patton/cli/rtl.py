@@ -59,6 +59,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from patton.cli.options import SEED, add_timing_option, fraction, integer
 from patton.sim import readouts as readouts_format
 from patton.sim import schedule as schedule_format
 from patton.sim import trace as trace_format
@@ -72,8 +73,6 @@ from patton.tb.session import Session
 from patton.tb.stimulus import Mix
 from patton.tb.toolchain import BUILD_ROOT, quiet
 from patton.tb.validate import rtl_readouts
-
-from patton.cli.options import SEED, add_timing_option, fraction, integer
 
 if TYPE_CHECKING:
     from patton.tb.player import SchedulePlayer

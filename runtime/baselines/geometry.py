@@ -26,8 +26,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from patton.runtime.models import LayerBand, ModelSpec
 from patton.runtime.errors import ConfigError
+from patton.runtime.models import LayerBand, ModelSpec
 from patton.sim.device import DEVICE, Device
 
 __all__ = ["UNIT", "Geometry"]

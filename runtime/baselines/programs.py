@@ -21,16 +21,15 @@ programs use, so they run on every executor:
 The host reads every ``RD_MAC`` before it issues the next instruction (the public simulator's
 DMA waits for the data), so a read-out to one channel at a time would serialise the channels.
 The programs therefore run every channel's *timeline* (its jobs in batch order) in lock step:
-step ``a`` sends one ``WR_BIAS`` and one ``RD_MAC`` to every channel that has an ``a``-th
-unit (or SV row), and one ``MAC_ABK`` per distinct address among them, so channels whose
-units share an address share the instruction (a channel mask, PATTON's Case Ch). That is the
-favourable schedule the paper grants each baseline (§5.2): every channel busy in every step,
-limited only by how evenly the baseline spread the batch's units over the channels (a policy
-that stripes a request over a channel group also starts each request on all of them at one
-step, ``aligned``, so they stay at the same addresses). Plans
-(:class:`UnitQkPlan`, :class:`UnitSvPlan`) say what each read-out holds. The builders lay out every
-timeline and step at once with array sorts over the batch's units, not instruction by
-instruction.
+step ``a`` sends one ``WR_BIAS`` and one ``RD_MAC`` to every channel that has an ``a``-th unit
+(or SV row), and one ``MAC_ABK`` per distinct address among them, so channels whose units share
+an address share the instruction (a channel mask, PATTON's Case Ch). That is the favourable
+schedule the paper grants each baseline (§5.2): every channel busy in every step, limited only
+by how evenly the baseline spread the batch's units over the channels (a policy that stripes a
+request over a channel group also starts each request on all of them at one step, ``aligned``,
+so they stay at the same addresses). Plans (:class:`UnitQkPlan`, :class:`UnitSvPlan`) say what
+each read-out holds. The builders lay out every timeline and step at once with array sorts over
+the batch's units, not instruction by instruction.
 """
 
 from __future__ import annotations

@@ -1,18 +1,17 @@
 """The PATTON runtime: vLLM's block pool over placement metadata, and the programs it emits.
 
 Mirrors vLLM's block pool (vLLM 0.33's, restated in ``patton.serving.block_pool``): a block id
-is bound by
-:meth:`Runtime.allocate`, written by :meth:`Runtime.write`, shared by :meth:`Runtime.share`
-(reference count up, nothing copied), released by :meth:`Runtime.free` (reference count down;
-a full block at zero references stays mapped as *cached*; a partial one is released with its
-CZ slot and reserved O1V) and unbound by :meth:`Runtime.evict`. Every method checks before it
-mutates, so a raised :class:`PattonError` leaves the runtime unchanged.
+is bound by :meth:`Runtime.allocate`, written by :meth:`Runtime.write`, shared by
+:meth:`Runtime.share` (reference count up, nothing copied), released by :meth:`Runtime.free`
+(reference count down; a full block at zero references stays mapped as *cached*; a partial one
+is released with its CZ slot and reserved O1V) and unbound by :meth:`Runtime.evict`. Every
+method checks before it mutates, so a raised :class:`PattonError` leaves the runtime unchanged.
 
 This file holds the block lifecycle and capacity; the runtime hands its writes to a
-:class:`~patton.runtime.patton.writes.Writer` (Commit Zone staging and commits, the write programs;
-a decode step's through :meth:`Runtime.append`), its attention to an
-:class:`~patton.runtime.programs.attention.AttentionCache` (per-request tables and the batches of
-:meth:`Runtime.qk_step` / :meth:`Runtime.sv_step`), and its checks to
+:class:`~patton.runtime.patton.writes.Writer` (Commit Zone staging and commits, the write
+programs; a decode step's through :meth:`Runtime.append`), its attention to an
+:class:`~patton.runtime.programs.attention.AttentionCache` (per-request tables and the batches
+of :meth:`Runtime.qk_step` / :meth:`Runtime.sv_step`), and its checks to
 :mod:`patton.runtime.patton.invariants`.
 """
 
@@ -21,10 +20,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from patton.runtime.patton import invariants
-from patton.runtime.patton.allocator import Allocator
-from patton.runtime.programs.attention import AttentionCache
-from patton.runtime.patton.config import Config
 from patton.runtime.errors import (
     BlockStateError,
     DoubleFree,
@@ -32,18 +27,22 @@ from patton.runtime.errors import (
     UnknownBlock,
 )
 from patton.runtime.inputs import bf16_bits, check_layer, check_shape
+from patton.runtime.patton import invariants
+from patton.runtime.patton.allocator import Allocator
+from patton.runtime.patton.config import Config
 from patton.runtime.patton.metadata import (
     BlockMeta,
     CzPlace,
     KeyPlace,
-    WriteMode,
     RequestState,
     ValuePlace,
+    WriteMode,
     block_of,
     request_of,
 )
-from patton.runtime.programs.plans import QkPlan, SvPlan
 from patton.runtime.patton.writes import WriteProgram, Writer, Writes
+from patton.runtime.programs.attention import AttentionCache
+from patton.runtime.programs.plans import QkPlan, SvPlan
 from patton.sim.isa import Instruction
 from patton.sim.program import Program
 
@@ -246,12 +245,11 @@ class Runtime:
 
         ``keys`` and ``values`` are bfloat16 of shape ``(layers, n, heads, d_head)``: ``uint16``
         bit patterns or ``ml_dtypes.bfloat16`` arrays (any other dtype is refused, not cast).
-        Writes append (``start`` equals the block's fill level). With the Commit Zone, a
-        partial block's Values go to its CZ slot (taken by the block's first partial write);
-        the write that fills the block commits it: the whole block is written to its reserved
-        O1V (the last tokens are folded into the commit), the O1V becomes visible and the slot
-        is freed. A write of a whole block at
-        once goes straight to the O1V.
+        Writes append (``start`` equals the block's fill level). With the Commit Zone, a partial
+        block's Values go to its CZ slot (taken by the block's first partial write); the write
+        that fills the block commits it: the whole block is written to its reserved O1V (the
+        last tokens are folded into the commit), the O1V becomes visible and the slot is freed.
+        A write of a whole block at once goes straight to the O1V.
 
         Raises:
             UnknownBlock: not bound.
@@ -292,10 +290,9 @@ class Runtime:
         ``(block_ids[i], filled, keys[i][:, None], values[i][:, None])`` per block, and as
         fast as the runtime gets: with the Commit Zone, a step that writes the same blocks as
         an earlier one reuses its programs
-        (:class:`~patton.runtime.programs.token_writes.TokenBatch`)
-        and rewrites them in place, and new ones recycle the arrays of old ones, so the
-        returned programs are valid until the next write call (:meth:`WriteProgram.copy` keeps
-        them).
+        (:class:`~patton.runtime.programs.token_writes.TokenBatch`) and rewrites them in place,
+        and new ones recycle the arrays of old ones, so the returned programs are valid until
+        the next write call (:meth:`WriteProgram.copy` keeps them).
 
         Raises:
             as :meth:`write`.
@@ -309,9 +306,8 @@ class Runtime:
         """Return the QK^T program of ``request`` in ``layer`` for ``query`` ``(heads, D)``.
 
         The plan's :meth:`~patton.runtime.programs.plans.QkPlan.decode` gives
-        ``(heads, blocks * T)`` scores;
-        index them with :meth:`token_index`. ``query`` is bfloat16 (``uint16`` bit patterns or
-        ``ml_dtypes.bfloat16``).
+        ``(heads, blocks * T)`` scores; index them with :meth:`token_index`. ``query`` is
+        bfloat16 (``uint16`` bit patterns or ``ml_dtypes.bfloat16``).
 
         Raises:
             UnknownRequest: not live.

@@ -11,8 +11,8 @@ import enum
 from dataclasses import dataclass, field
 
 import numpy as np
-from patton.runtime.patton.allocator import Binding
 from patton.runtime.errors import UnknownBlock, UnknownRequest
+from patton.runtime.patton.allocator import Binding
 
 #: Dirty-position sentinel of :class:`RequestState`: only appends since the last read.
 CLEAN = 1 << 62

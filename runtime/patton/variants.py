@@ -24,8 +24,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from patton.runtime.patton.config import Config
 from patton.runtime.errors import ConfigError
+from patton.runtime.patton.config import Config
 from patton.runtime.patton.lifecycle import TOKEN_OPS, Runtime
 from patton.runtime.patton.metadata import WriteMode
 

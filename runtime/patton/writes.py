@@ -24,12 +24,12 @@ from dataclasses import dataclass, field
 from itertools import groupby
 
 import numpy as np
-from patton.runtime.programs import write_programs as wp
-from patton.runtime.patton.allocator import Allocator
-from patton.runtime.patton.config import Config
 from patton.runtime.errors import CapacityError, OffsetError, ReadOnlyBlock, ShapeError
 from patton.runtime.inputs import bf16_bits, check_shape
-from patton.runtime.patton.metadata import BlockMeta, CzPlace, WriteMode, RequestState, block_of
+from patton.runtime.patton.allocator import Allocator
+from patton.runtime.patton.config import Config
+from patton.runtime.patton.metadata import BlockMeta, CzPlace, RequestState, WriteMode, block_of
+from patton.runtime.programs import write_programs as wp
 from patton.runtime.programs.token_writes import TokenBatch, commit_writes
 from patton.sim.isa import Instruction
 from patton.sim.program import Program, concat

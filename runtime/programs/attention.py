@@ -16,12 +16,12 @@ anew (:mod:`patton.runtime.programs.layout`).
 from __future__ import annotations
 
 import numpy as np
-from patton.runtime.programs import layout_patch as patch
-from patton.runtime.programs.batch import Batch
-from patton.runtime.patton.config import Config
 from patton.runtime.errors import ShapeError, UnknownRequest
 from patton.runtime.inputs import bf16_bits, check_layer, check_shape
+from patton.runtime.patton.config import Config
 from patton.runtime.patton.metadata import CLEAN, BlockMeta, CzPlace, RequestState, request_of
+from patton.runtime.programs import layout_patch as patch
+from patton.runtime.programs.batch import Batch
 from patton.runtime.programs.plans import Contiguous, QkPlan, SvPlan, group_masks
 from patton.runtime.programs.tables import KeyTable, ValueTable
 from patton.sim.program import Program
@@ -104,9 +104,8 @@ class AttentionCache:
               width: int) -> tuple[Batch, list]:
         """Return the ``kind`` (``"qk"`` or ``"sv"``) batch of ``requests``' programs and plans.
 
-        Cached by the requests' versions and ``width``; when some tables changed, the last
-        batch of the same requests is patched for them
-        (:mod:`patton.runtime.programs.layout_patch`),
+        Cached by the requests' versions and ``width``; when some tables changed, the last batch
+        of the same requests is patched for them (:mod:`patton.runtime.programs.layout_patch`),
         else (or when the patch does not apply) the batch is laid out anew.
 
         Raises:

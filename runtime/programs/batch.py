@@ -4,9 +4,8 @@ The paper's fixed placements split an attention program into addresses (fixed un
 changes) and the step's data (the query or the scores). A :class:`Batch` holds the former for
 several requests, laid out over one payload array (:mod:`patton.runtime.programs.layout` builds
 it from the requests' tables, :mod:`patton.runtime.programs.layout_patch` patches it step to
-step), so a step
-only copies its data into that array, or writes it there in place (:meth:`Batch.buffer`,
-:meth:`Batch.fill`).
+step), so a step only copies its data into that array, or writes it there in place
+(:meth:`Batch.buffer`, :meth:`Batch.fill`).
 """
 
 from __future__ import annotations

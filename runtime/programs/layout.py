@@ -19,9 +19,9 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 import numpy as np
-from patton.runtime.programs.batch import Batch
 from patton.runtime.patton.config import Config
 from patton.runtime.patton.metadata import CzPlace
+from patton.runtime.programs.batch import Batch
 from patton.runtime.programs.plans import group_masks
 from patton.runtime.programs.tables import KeyTable, ValueTable
 from patton.sim.isa import Opcode

@@ -10,12 +10,12 @@ different fill levels), a decode step changes only a few requests' tables, at th
   depends only on its request's table and index in the batch, so the new layout is the old one
   with those masks rewritten and the new triples spliced in at the sections' ends
   (:func:`qk_patch`).
-* SV: a block's first token appends a CZ segment (:meth:`ValueTable.append_cz`), its last
-  token removes it and grows the run before it by one block
-  (:meth:`ValueTable.publish_last`). The segment is spliced in or out at the section's end
-  and the run's score writes and MACs widened; what depends on other requests, the CZ
-  tiles' payload offsets (tiles are numbered over the batch) and the zero burst's, is
-  rewritten for the whole batch in two vectorised assignments (:func:`sv_patch`).
+* SV: a block's first token appends a CZ segment (:meth:`ValueTable.append_cz`), its last token
+  removes it and grows the run before it by one block (:meth:`ValueTable.publish_last`). The
+  segment is spliced in or out at the section's end and the run's score writes and MACs widened;
+  what depends on other requests, the CZ tiles' payload offsets (tiles are numbered over the
+  batch) and the zero burst's, is rewritten for the whole batch in two vectorised assignments
+  (:func:`sv_patch`).
 
 Both return ``None`` when they do not apply (another request list, a narrower data width, a
 table that was re-split rather than edited at its end, or more than :data:`MAX_CHANGED`
@@ -32,8 +32,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from patton.runtime.programs.batch import Batch
 from patton.runtime.patton.config import Config
+from patton.runtime.programs.batch import Batch
 from patton.runtime.programs.layout import _GB, cz_segments, qk_fields, qk_triples, sv_sections
 from patton.runtime.programs.tables import KeyTable, ValueTable
 from patton.sim.program import UNSET, Program, same, zeros

@@ -1,13 +1,13 @@
 """Write programs of any write call, batched: one NumPy pass per kind over every piece.
 
-A write call (:meth:`Runtime.write_many <patton.runtime.patton.lifecycle.Runtime.write_many>`) is
-cut into *pieces*, one block's write in one layer. The programs of a list of pieces have addresses
-that depend only on the pieces' layers, placements and token counts, so they are cached per
-such list (:data:`Cache`) and a call only sets the token-dependent banks or lane masks and the
-payload (Keys as given, Values spread over lanes). Decode steps take the faster, in-place path
-of :mod:`patton.runtime.programs.token_writes`. Every function returns exactly the instructions
-of its
-:mod:`patton.runtime.reference.programs` counterpart (``tests/test_runtime_program.py``).
+A write call (:meth:`Runtime.write_many <patton.runtime.patton.lifecycle.Runtime.write_many>`)
+is cut into *pieces*, one block's write in one layer. The programs of a list of pieces have
+addresses that depend only on the pieces' layers, placements and token counts, so they are
+cached per such list (:data:`Cache`) and a call only sets the token-dependent banks or lane
+masks and the payload (Keys as given, Values spread over lanes). Decode steps take the faster,
+in-place path of :mod:`patton.runtime.programs.token_writes`. Every function returns exactly the
+instructions of its :mod:`patton.runtime.reference.programs` counterpart
+(``tests/test_runtime_program.py``).
 """
 
 from __future__ import annotations

@@ -1,13 +1,12 @@
 """Reference program builders: the runtime's programs as lists of instructions, one by one.
 
-Placements and data in, :class:`~patton.sim.isa.Instruction` lists out, every instruction
-with its column explicit (the ``col=`` extension), built instruction by instruction in the
-order the runtime emits them. The runtime builds the same programs in columnar form
+Placements and data in, :class:`~patton.sim.isa.Instruction` lists out, every instruction with
+its column explicit (the ``col=`` extension), built instruction by instruction in the order the
+runtime emits them. The runtime builds the same programs in columnar form
 (:mod:`patton.runtime.programs.write_programs`, :mod:`patton.runtime.programs.token_writes`,
 :mod:`patton.runtime.programs.layout`, :mod:`patton.runtime.programs.layout_patch`); these
-builders are what
-that is checked against (``tests/test_runtime_program.py``, ``tests/test_runtime_tables.py``),
-field by field and payload word by payload word.
+builders are what that is checked against (``tests/test_runtime_program.py``,
+``tests/test_runtime_tables.py``), field by field and payload word by payload word.
 
 Writes use conventional ``W MEM`` bursts (FR-FCFS, pipelined across banks) except the
 no-Commit-Zone ablation's single-token Value write, which uses ``WR_ABK`` (one WRA16 per

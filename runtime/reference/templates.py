@@ -5,9 +5,9 @@ A :class:`Template` holds every address of one request's QK^T or SV program in o
 :class:`~patton.runtime.programs.batch.Batch` the runtime builds without per-request templates,
 from the tables it keeps up to date (:mod:`patton.runtime.programs.tables`,
 :mod:`patton.runtime.programs.layout`, :mod:`patton.runtime.programs.layout_patch`). This
-from-scratch build is what those are checked against
-(``tests/test_runtime_tables.py``); each template gives exactly the instructions of its
-:mod:`patton.runtime.reference.programs` counterpart.
+from-scratch build is what those are checked against (``tests/test_runtime_tables.py``); each
+template gives exactly the instructions of its :mod:`patton.runtime.reference.programs`
+counterpart.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from patton.runtime.programs.batch import Batch
 from patton.runtime.patton.config import Config
 from patton.runtime.patton.metadata import CzPlace, KeyPlace, ValuePlace
+from patton.runtime.programs.batch import Batch
 from patton.runtime.programs.plans import QkPlan, SvPlan, group_masks, o1k_groups, sv_segments
 from patton.sim.isa import Opcode
 from patton.sim.program import FIELDS, OP_ID, UNSET, Program, concat

@@ -10,9 +10,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from patton.cli import hw as cli
 from patton.hw import generate
 from patton.hw.mat import MAT_MODULE, mat_verilog
+
+from patton.cli import hw as cli
 
 ROWS = 4
 
