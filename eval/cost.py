@@ -35,13 +35,12 @@ are handled the same way: a QK^T (SV) call that leaves the state it started from
 at the same cost. Both are exact, not estimates (``tests/test_run_cost.py`` compares them with a
 2-4-layer runtime driven layer by layer, every query head issued).
 
-``check=True`` verifies every program's schedule (:func:`patton.sim.check.verify_from`) and the
-engine/runtime mirror; ``replay=True`` also runs the programs on a
+``check=True`` verifies every program's schedule (:func:`patton.sim.check.verify_program`) and
+the engine/runtime mirror; ``replay=True`` also runs the programs on a
 :class:`~patton.sim.executor.FunctionalExecutor` with token-dependent data
-(:class:`~patton.serving.kv_data.TokenKV`) and compares every request's scores and outputs
-with the NumPy references, bit for bit (:class:`~patton.serving.checks.Checks`). The
-functional model executes a few thousand instructions a second, so replay suits short runs of
-small workloads.
+(:class:`~patton.serving.kv_data.TokenKV`) and compares every request's scores and outputs with
+the NumPy references, bit for bit (:class:`~patton.serving.checks.Checks`). The functional model
+executes a few thousand instructions a second, so replay suits short runs of small workloads.
 
 ``docs/run-cost.md`` describes the figures and what they cost to compute.
 """
@@ -67,7 +66,7 @@ from patton.serving.forward import PARTS as BATCHING
 from patton.serving.interface import EngineParams, Request, StepOutput
 from patton.serving.kv_data import Pattern, TokenKV
 from patton.serving.work import Entry, StepWork
-from patton.sim.check import verify_from
+from patton.sim.check import verify_program
 from patton.sim.cost_cache import CostCache
 from patton.sim.cycle_model import FRONTENDS, CycleModel, DeviceState
 from patton.sim.device import AF_ROW_BASE, DEVICE, params
@@ -349,11 +348,7 @@ class _Device:
             return c.cycles, c.energy_pj, np.array(c.components_pj), c.state
         r = self.timing.run(program, state)
         if self.check:
-            per: dict[int, list] = {}
-            for cmd in r.schedule or ():
-                per.setdefault(cmd.channel, []).append(cmd)
-            for ch, cmds in per.items():
-                found = verify_from(state, ch, cmds, DEVICE)
+            for ch, found in verify_program(state, r.schedule or (), DEVICE).items():
                 self.violations += len(found)
                 self.problems.extend(f"channel {ch}: {v}" for v in found[:3])
             self.checked += 1

@@ -23,7 +23,7 @@ any time. The comparisons themselves are functions (:func:`check_scores`,
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -37,7 +37,7 @@ from patton.serving.adapter import Attached, mirror_errors
 from patton.serving.kv_data import KvData, TokenKV
 from patton.serving.work import StepWork
 from patton.sim import datapath as dp
-from patton.sim.check import verify_from
+from patton.sim.check import verify_program
 from patton.sim.executor import Executor, Peek, Result
 
 #: Stated float64 tolerance, relative to ``sum |a_i b_i|`` of each dot product: one bf16
@@ -175,6 +175,12 @@ class Found:
     violations: int = 0  # timing/protocol violations (verify, or the executor's own checks)
     failures: list[str] = field(default_factory=list)
 
+    def add(self, other: Found) -> None:
+        """Add ``other``'s counts and failures to these (``step`` stays)."""
+        for f in fields(self):
+            if f.name != "step":
+                setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
 
 class Checks:
     """Checks every step of a run (see the module docstring); an observer of the driver.
@@ -277,11 +283,8 @@ class Checks:
             return
         if result.schedule is None or result.start is None:
             return
-        per: dict[int, list] = {}
-        for cmd in result.schedule:
-            per.setdefault(cmd.channel, []).append(cmd)
-        for ch, cmds in per.items():
-            violations = verify_from(result.start, ch, cmds, self.config.device)
+        for ch, violations in verify_program(result.start, result.schedule,
+                                             self.config.device).items():
             found.violations += len(violations)
             for v in violations[:3]:
                 found.failures.append(f"{where}: channel {ch}: {v}")
@@ -392,14 +395,7 @@ class Checks:
             for problem in mirror_errors(self.pool, self.attached):
                 self.found.mismatches += 1
                 self.found.failures.append(f"step {step}: {problem}")
-        found, total = self.found, self.total
-        total.attentions += found.attentions
-        total.commits += found.commits
-        total.placement_checked += found.placement_checked
-        total.placement_mismatches += found.placement_mismatches
-        total.mismatches += found.mismatches
-        total.violations += found.violations
-        total.failures.extend(found.failures)
+        self.total.add(self.found)
 
     # ------------------------------------------------------------------ reading back
 

@@ -48,8 +48,8 @@ from patton.sim.timing import DEFAULT_PROFILE, Timing, timing_table
 if TYPE_CHECKING:
     from patton.sim.cycle_model import DeviceState
 
-__all__ = ["verify_by_channel", "Violation", "Gap", "Checker", "verify", "verify_from"]
-
+__all__ = ["verify_by_channel", "Violation", "Gap", "Checker", "verify", "verify_from",
+           "verify_program"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,6 +224,24 @@ def verify_from(start: DeviceState, channel: int, cmds: Sequence[TimedCommand],
     return [v for v in verify(prelude + list(cmds), device, timing) if v.cycle >= 0]
 
 
+def verify_program(start: DeviceState, schedule: Iterable[TimedCommand], device: Device = DEVICE,
+                   timing: Timing = DEFAULT_PROFILE) -> dict[int, list[Violation]]:
+    """:func:`verify_from` a program's schedule, issued from ``start``: violations by channel.
+
+    Every channel with commands has an entry (empty when it is legal).
+    """
+    return {ch: verify_from(start, ch, cmds, device, timing)
+            for ch, cmds in _by_channel(schedule).items()}
+
+
+def _by_channel(commands: Iterable[TimedCommand]) -> dict[int, list[TimedCommand]]:
+    """Commands grouped by channel, each group in the given order."""
+    by_channel: dict[int, list[TimedCommand]] = {}
+    for c in commands:
+        by_channel.setdefault(c.channel, []).append(c)
+    return by_channel
+
+
 def verify_by_channel(commands: list[TimedCommand], timing: str = DEFAULT_PROFILE,
                       advance: Callable[[int], object] | None = None) -> list[Violation]:
     """:func:`verify` one channel at a time (``advance(n)`` after each), merged in file order.
@@ -235,11 +253,8 @@ def verify_by_channel(commands: list[TimedCommand], timing: str = DEFAULT_PROFIL
     """
     if advance is None or any(c.line == 0 for c in commands[:1]):
         return verify(commands, timing=timing)
-    by_channel: dict[int, list] = {}
-    for c in commands:
-        by_channel.setdefault(c.channel, []).append(c)
     found = []
-    for cmds in by_channel.values():
+    for cmds in _by_channel(commands).values():
         found.extend(verify(cmds, timing=timing))
         advance(len(cmds))
     found.sort(key=lambda v: v.line)

@@ -155,3 +155,27 @@ def test_broadcast_mac_needs_its_partner_bank_open(tmp_path):
     # Under BROADCAST = 0 the partner does not matter.
     path.write_text("AiM MAC_SBK 1 1 0 0\nAiM RD_MAC 0 1\nAiM EOC\n")
     assert verify(CycleModel(record=True).run(trace.read(path)).schedule) == []
+
+
+def test_verify_program_checks_every_channel_from_the_start_state():
+    """A second program, legal only from the state the first left, is clean by channel; the
+    same commands from reset, or moved too early, are not."""
+    from patton.sim.check import verify_from, verify_program
+    from patton.sim.cycle_model import DeviceState
+
+    rng = np.random.default_rng(11)
+    model = CycleModel(record=True, drain=True)
+    first = model.run(random_program(rng, 40, channels=3, rows=3, broadcast=False))
+    second = model.run(random_program(rng, 40, channels=3, rows=3, broadcast=False),
+                       first.state)
+    found = verify_program(first.state, second.schedule)
+    assert sorted(found) == sorted({c.channel for c in second.schedule})
+    assert all(v == [] for v in found.values())
+    # from reset, the rows the first program left open are missing
+    assert any(verify_program(DeviceState.reset(), second.schedule).values())
+    early = [dataclasses.replace(c, cycle=max(c.cycle - 2, 0)) if i % 5 == 2 else c
+             for i, c in enumerate(second.schedule)]
+    moved = verify_program(first.state, early)
+    assert any(moved.values())
+    for ch, violations in moved.items():
+        assert violations == verify_from(first.state, ch, [c for c in early if c.channel == ch])
