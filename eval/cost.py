@@ -47,13 +47,15 @@ executes a few thousand instructions a second, so replay suits short runs of sma
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from patton.eval import gpu_cost
+from patton.eval.gpu_calibration import GPU_MODELS, gpu_model
 from patton.runtime.models import MODELS, ModelSpec
 from patton.serving import capacity as capacity_module
 from patton.serving.adapter import attach
@@ -70,12 +72,13 @@ from patton.sim.check import verify_program
 from patton.sim.cost_cache import CostCache
 from patton.sim.cycle_model import FRONTENDS, CycleModel, DeviceState
 from patton.sim.device import AF_ROW_BASE, DEVICE, params
-from patton.sim.energy import COMPONENTS, energy
+from patton.sim.energy import COMPONENTS, STANDBY, energy, standby_scale
 from patton.sim.executor import FunctionalExecutor
 from patton.sim.program import Program
+from patton.sim.timing import DEFAULT_PROFILE, PROFILES
 
-__all__ = ["PARTS", "Costing", "PartCost", "Reference", "RunCost", "foreign", "measure",
-           "measure_many", "pim_twins", "requirements", "reference"]
+__all__ = ["PARTS", "CostKey", "Costing", "PartCost", "Reference", "RunCost", "foreign",
+           "measure", "measure_many", "pim_twins", "requirements", "reference"]
 
 #: The parts of PIM attention (the paper's Fig. 7): Key writes, Value writes (and Commit Zone
 #: commits), QK^T and SV.
@@ -114,6 +117,18 @@ class PartCost:
         """The part's energy."""
         return self.energy_pj * 1e-12
 
+    def counted(self, standby: str) -> PartCost:
+        """The cost with standby energy counted as ``standby`` accounting does (the cost
+        holds ``per_channel``'s: :func:`~patton.sim.energy.standby_scale`)."""
+        scale = standby_scale(standby, DEVICE.channels)
+        if scale == 1.0:
+            return self
+        k = COMPONENTS.index("standby")
+        was = self.components_pj[k]
+        split = list(self.components_pj)
+        split[k] = was * scale
+        return PartCost(self.cycles, self.energy_pj - was + split[k], tuple(split))
+
     def as_dict(self) -> dict[str, float | int]:
         """Return the cost as plain JSON data (with seconds and joules)."""
         return {"cycles": self.cycles, "energy_pj": self.energy_pj, "seconds": self.seconds,
@@ -149,6 +164,9 @@ class RunCost:
     mismatches: int = 0  # check=True: attention results differing from the reference
     unreferenced: int = 0  # requests the GPU reference never admitted (nothing required)
     seconds_by_phase: dict[str, float] = field(default_factory=dict)  # wall time split
+    timing: str = DEFAULT_PROFILE  # the cycle model's timing profile
+    gpu: str = "analytic"  # the GPU prefill model (gpu_calibration.GPU_MODELS)
+    standby: str = "per_channel"  # how standby energy is counted (sim.energy.STANDBY)
 
     @property
     def pim_seconds(self) -> float:
@@ -174,6 +192,7 @@ class RunCost:
         """Return the figures as plain JSON data."""
         out: dict[str, Any] = {
             "model": self.model, "runtime": self.runtime, "frontend": self.frontend,
+            "timing": self.timing, "gpu": self.gpu, "standby": self.standby,
             "steps": self.steps,
             "parts": {name: self.parts[name].as_dict() for name in PARTS},
             "pim_seconds": self.pim_seconds, "pim_joules": self.pim_joules,
@@ -310,28 +329,30 @@ def foreign(state: DeviceState, rows: int) -> DeviceState:
 #: cache smaller than a repeated sequence would drop each cost just before it is wanted).
 CACHED_COSTS = 1 << 18
 
-_CACHES: dict[str, CostCache] = {}
+_CACHES: dict[tuple[str, str], CostCache] = {}
 
 
-def costs(frontend: str) -> CostCache:
-    """Return the process's cost cache for ``frontend`` (made on first use).
+def costs(frontend: str, timing: str = DEFAULT_PROFILE) -> CostCache:
+    """Return the process's cost cache for ``frontend`` and ``timing`` (made on first use).
 
     Every unchecked run in the process shares it: a cost is keyed on everything that sets it
     (:mod:`patton.sim.cost_cache`), so reuse across runs is as exact as within one.
     """
-    if frontend not in _CACHES:
-        _CACHES[frontend] = CostCache(CycleModel(DEVICE, drain=True, frontend=frontend,
-                                                 memo=True),
-                                      capacity=CACHED_COSTS)
-    return _CACHES[frontend]
+    if (frontend, timing) not in _CACHES:
+        _CACHES[frontend, timing] = CostCache(
+            CycleModel(DEVICE, timing, drain=True, frontend=frontend, memo=True),
+            capacity=CACHED_COSTS)
+    return _CACHES[frontend, timing]
 
 
 class _Device:
     """The cycle model behind the exact cost reuse; with ``check``, recording and verifying."""
 
-    def __init__(self, frontend: str, check: bool) -> None:
+    def __init__(self, frontend: str, timing: str, check: bool) -> None:
+        self.profile = timing
         self.timing: CycleModel | CostCache = CycleModel(
-            DEVICE, record=True, drain=True, frontend=frontend) if check else costs(frontend)
+            DEVICE, timing, record=True, drain=True, frontend=frontend) if check \
+            else costs(frontend, timing)
         self.check = check
         self.checked = 0
         self.violations = 0
@@ -348,7 +369,8 @@ class _Device:
             return c.cycles, c.energy_pj, np.array(c.components_pj), c.state
         r = self.timing.run(program, state)
         if self.check:
-            for ch, found in verify_program(state, r.schedule or (), DEVICE).items():
+            for ch, found in verify_program(state, r.schedule or (), DEVICE,
+                                            self.profile).items():
                 self.violations += len(found)
                 self.problems.extend(f"channel {ch}: {v}" for v in found[:3])
             self.checked += 1
@@ -385,9 +407,11 @@ PART_OF = {"k_write": "k_write", "v_write": "v_write", "commits": "v_write", "qk
 
 @dataclass
 class _Line:
-    """One front end's share of a run: its device, the state it is in, its sums."""
+    """One front end and timing profile's share of a run: its device, the state it is in,
+    its sums."""
 
     frontend: str
+    timing: str
     device: _Device
     state: DeviceState
     parts: dict[str, PartCost] = field(default_factory=lambda: {n: PartCost() for n in PARTS})
@@ -396,11 +420,13 @@ class _Line:
 
 @dataclass
 class _Pricing:
-    """One model's share of a run: the GPU reference it is measured against, its recompute."""
+    """One model's share of a run under one GPU model: the GPU reference it is measured
+    against, its recompute."""
 
     spec: ModelSpec
     ref: Reference
-    gpu: gpu_cost.AnalyticCost
+    name: str  # the GPU model's name (gpu_calibration.GPU_MODELS)
+    gpu: gpu_cost.PrefillCost
     recompute: gpu_cost.Cost = gpu_cost.ZERO
     recomputed: int = 0  # prefill tokens its reference did not need
     unreferenced: set[str] = field(default_factory=set)
@@ -416,12 +442,23 @@ def pim_twins(a: ModelSpec, b: ModelSpec) -> bool:
         (b.layers, b.kv_heads, b.q_heads, b.d_head)
 
 
+class CostKey(NamedTuple):
+    """Which view of a run a :class:`RunCost` is: the model priced, the cycle model's front end
+    and timing profile, the GPU model, the standby accounting."""
+
+    model: str
+    frontend: str
+    timing: str = DEFAULT_PROFILE
+    gpu: str = "analytic"
+    standby: str = "per_channel"
+
+
 class Costing:
     """Prices every step of a run (see the module docstring); an observer of the driver.
 
-    Several front ends (``lines``) cost the same programs, each from its own device state;
-    several models that are :func:`pim_twins` (``pricings``) share the run, each priced on the
-    GPU against its own reference.
+    Several front ends and timing profiles (``lines``) cost the same programs, each from its
+    own device state; several models that are :func:`pim_twins` (``pricings``) share the run,
+    each priced on the GPU (under every GPU model asked for) against its own reference.
 
     Args:
         runtime: the runtime's name (errors name it).
@@ -429,6 +466,8 @@ class Costing:
         specs: the models priced (PIM twins).
         refs: their GPU references, in order.
         frontends: the cycle model's front ends.
+        timings: its timing profiles (every front end under each).
+        gpus: the GPU prefill models (:data:`~patton.eval.gpu_calibration.GPU_MODELS`).
         check: verify every program (and the engine/runtime mirror, by the run's checks).
         layers: layers counted (None: the model's).
         on_step: called with each step's index after it.
@@ -436,7 +475,8 @@ class Costing:
 
     def __init__(self, runtime: str, config: Any, specs: list[ModelSpec],
                  refs: list[Reference], frontends: list[str], *, check: bool,
-                 layers: int | None = None,
+                 timings: tuple[str, ...] = (DEFAULT_PROFILE,),
+                 gpus: tuple[str, ...] = ("analytic",), layers: int | None = None,
                  on_step: Callable[[int], None] | None = None) -> None:
         spec = specs[0]
         self.runtime_name = runtime
@@ -447,9 +487,11 @@ class Costing:
             raise ValueError(f"runtime {runtime!r} has no per-layer row band "
                              "(config.rows_per_layer): the layers cannot be counted")
         self.band = band
-        self.lines = [_Line(f, _Device(f, check), DeviceState.reset(DEVICE)) for f in frontends]
+        self.lines = [_Line(f, t, _Device(f, t, check), DeviceState.reset(DEVICE))
+                      for t in timings for f in frontends]
         self.device = self.lines[0].device  # a checked run has one line
-        self.pricings = [_Pricing(s, r, gpu_cost.AnalyticCost(s)) for s, r in zip(specs, refs)]
+        self.pricings = [_Pricing(s, r, g, gpu_model(g, s)) for s, r in zip(specs, refs)
+                         for g in gpus]
         self.counts = dict.fromkeys(("prefill", "decode", "preemptions"), 0)
         self.prompts: dict[str, int] = {}
         self.finished_prompt = 0
@@ -561,31 +603,46 @@ class Costing:
 
     # ------------------------------------------------------------------ the figures
 
-    def costs(self, steps: int, checks: Checks | None) -> dict[tuple[str, str], RunCost]:
-        """Return a cost per (model, front end) of a run of ``steps`` steps."""
+    def costs(self, steps: int, checks: Checks | None,
+              standbys: tuple[str, ...] = ("per_channel",)) -> dict[CostKey, RunCost]:
+        """Return a cost per view (:class:`CostKey`) of a run of ``steps`` steps."""
         wall = time.perf_counter() - self.started
         mismatches = checks.total.mismatches if checks is not None else 0
         out = {}
-        for line in self.lines:
-            for pr in self.pricings:
-                phases = {"engine": self.timers["engine"], "programs": self.timers["programs"],
-                          "cycle_model": line.seconds, "gpu": pr.seconds}
-                out[pr.spec.name, line.frontend] = RunCost(
-                    model=pr.spec.name, runtime=self.runtime_name, frontend=line.frontend,
-                    steps=steps, parts=line.parts, recompute_seconds=pr.recompute.seconds,
-                    recompute_joules=pr.recompute.joules,
-                    prefill_tokens=self.counts["prefill"], decode_tokens=self.counts["decode"],
-                    recomputed_tokens=pr.recomputed, preemptions=self.counts["preemptions"],
-                    hit_rate=self.finished_cached / self.finished_prompt
-                    if self.finished_prompt else 0.0,
-                    checked_programs=line.device.checked, violations=line.device.violations,
-                    wall_seconds=wall, mismatches=mismatches,
-                    unreferenced=len(pr.unreferenced),
-                    seconds_by_phase={k: round(v, 6) for k, v in phases.items()})
+        for line, pr, standby in itertools.product(self.lines, self.pricings, standbys):
+            phases = {"engine": self.timers["engine"], "programs": self.timers["programs"],
+                      "cycle_model": line.seconds, "gpu": pr.seconds}
+            key = CostKey(pr.spec.name, line.frontend, line.timing, pr.name, standby)
+            out[key] = RunCost(
+                model=pr.spec.name, runtime=self.runtime_name, frontend=line.frontend,
+                steps=steps, parts={n: c.counted(standby) for n, c in line.parts.items()},
+                recompute_seconds=pr.recompute.seconds,
+                recompute_joules=pr.recompute.joules,
+                prefill_tokens=self.counts["prefill"], decode_tokens=self.counts["decode"],
+                recomputed_tokens=pr.recomputed, preemptions=self.counts["preemptions"],
+                hit_rate=self.finished_cached / self.finished_prompt
+                if self.finished_prompt else 0.0,
+                checked_programs=line.device.checked, violations=line.device.violations,
+                wall_seconds=wall, mismatches=mismatches,
+                unreferenced=len(pr.unreferenced),
+                seconds_by_phase={k: round(v, 6) for k, v in phases.items()},
+                timing=line.timing, gpu=pr.name, standby=standby)
         return out
 
 
 # ------------------------------------------------------------------------------ measure
+
+
+def _views(name: str, given: str | Iterable[str], known: Iterable[str]) -> tuple[str, ...]:
+    """``given`` (one or several) as a tuple, each one of ``known``, none twice."""
+    out = (given,) if isinstance(given, str) else tuple(given)
+    known = tuple(known)
+    for v in out:
+        if v not in known:
+            raise ValueError(f"unknown {name} {v!r}; known: {', '.join(known)}")
+    if not out or len(set(out)) != len(out):
+        raise ValueError(f"a run needs its {name}s once each, got {out}")
+    return out
 
 
 def _run(conversations: Iterable[Conversation], model: str | ModelSpec | list[Any],
@@ -594,10 +651,16 @@ def _run(conversations: Iterable[Conversation], model: str | ModelSpec | list[An
          ref: Reference | list[Reference] | None, check: bool, num_blocks: int | None,
          layers: int | None = None, replay: bool = False,
          on_step: Callable[[int], None] | None = None,
-         observers: Iterable[object] = ()) -> dict[tuple[str, str], RunCost]:
-    """A measured run: one or several models (PIM twins), one or several front ends."""
+         observers: Iterable[object] = (), timing: str | Iterable[str] = DEFAULT_PROFILE,
+         gpu: str | Iterable[str] = "analytic", standby: str | Iterable[str] = "per_channel",
+         token_op: str | None = None) -> dict[CostKey, RunCost]:
+    """A measured run: one or several models (PIM twins), front ends, timing profiles, GPU
+    models and standby accountings."""
     specs = [_model(m) for m in ([model] if isinstance(model, (str, ModelSpec)) else model)]
     frontends = [frontend] if isinstance(frontend, str) else list(frontend)
+    timings = _views("timing profile", timing, PROFILES)
+    gpus = _views("GPU model", gpu, GPU_MODELS)
+    standbys = _views("standby accounting", standby, STANDBY)
     _counts(steps, clients, pool, max_model_len, max_batched_tokens, num_blocks)
     if runtime == "gpu":
         raise ValueError("runtime 'gpu' is vLLM's own KV cache: it has no PIM programs to "
@@ -616,8 +679,8 @@ def _run(conversations: Iterable[Conversation], model: str | ModelSpec | list[An
             raise ValueError(f"{s.name} and {specs[0].name} have different attention shapes: "
                              "one run serves only models that are PIM twins")
     check = check or replay
-    if check and len(specs) * len(frontends) > 1:
-        raise ValueError("a checked run costs one model on one front end")
+    if check and len(specs) * len(frontends) * len(timings) > 1:
+        raise ValueError("a checked run costs one model on one front end and timing profile")
     spec = specs[0]
     limit = max_context(runtime, spec)
     if limit is not None and max_model_len > limit:
@@ -642,14 +705,14 @@ def _run(conversations: Iterable[Conversation], model: str | ModelSpec | list[An
         refs.append(given[k])
     needs = requirements(runtime)
     attached = attach(runtime, spec, num_blocks=num_blocks, block_size=needs.block_size,
-                      fill=False)
+                      fill=False, token_op=token_op)
     rt = attached.runtime
     assert rt is not None
     cap = attached.capacity
     params = EngineParams(cap.block_size, cap.num_blocks, clients, max_batched_tokens,
                           max_model_len, enable_prefix_caching=needs.prefix_caching)
-    costing = Costing(runtime, rt.config, specs, refs, frontends, check=check, layers=layers,
-                      on_step=on_step)
+    costing = Costing(runtime, rt.config, specs, refs, frontends, check=check, timings=timings,
+                      gpus=gpus, layers=layers, on_step=on_step)
     data: Pattern | TokenKV = TokenKV(rt.config, 0) if replay else Pattern(rt.config)
     executor = FunctionalExecutor(DEVICE) if replay else None
     checks = Checks(attached, data, executor, placements=False) if check else None
@@ -658,7 +721,7 @@ def _run(conversations: Iterable[Conversation], model: str | ModelSpec | list[An
                     observers=[*([checks] if checks is not None else []), costing, *observers],
                     data=data, executor=executor, batching=BATCHING, max_steps=steps)
     driver.run()
-    return costing.costs(driver.steps, checks)
+    return costing.costs(driver.steps, checks, standbys)
 
 
 def measure(conversations: Iterable[Conversation], model: str | ModelSpec, runtime: str, *,
@@ -667,7 +730,9 @@ def measure(conversations: Iterable[Conversation], model: str | ModelSpec, runti
             reference: Reference | None = None, check: bool = False,
             on_step: Callable[[int], None] | None = None, num_blocks: int | None = None,
             replay: bool = False, layers: int | None = None,
-            observers: Iterable[object] = ()) -> RunCost:
+            observers: Iterable[object] = (), timing: str = DEFAULT_PROFILE,
+            gpu: str = "analytic", standby: str = "per_channel",
+            token_op: str | None = None) -> RunCost:
     """Serve ``conversations`` for ``steps`` steps with ``runtime`` attached; return the cost.
 
     ``model`` is a preset of :data:`patton.runtime.models.MODELS`, ``runtime`` a PIM runtime
@@ -680,6 +745,10 @@ def measure(conversations: Iterable[Conversation], model: str | ModelSpec, runti
     runs them on the functional model and compares attention bit for bit (slow: short runs
     only). ``layers`` counts that many layers instead of the model's; ``observers`` watch the
     run's driver too (after the costing: a ``program`` hook may replace what is costed).
+    ``timing`` is the cycle model's timing profile, ``gpu`` the GPU prefill model
+    (:data:`~patton.eval.gpu_calibration.GPU_MODELS`), ``standby`` how standby energy is
+    counted (:data:`~patton.sim.energy.STANDBY`), ``token_op`` how ``patton-wo-cz`` writes a
+    single Value token (``"abk"``, its default, or ``"mem"``).
 
     Raises:
         ValueError: an unknown model, runtime or front end, the ``gpu`` runtime (no PIM), a
@@ -691,7 +760,8 @@ def measure(conversations: Iterable[Conversation], model: str | ModelSpec, runti
                    clients=clients, pool=pool, max_model_len=max_model_len,
                    max_batched_tokens=max_batched_tokens, ref=reference, check=check,
                    num_blocks=num_blocks, layers=layers, replay=replay, on_step=on_step,
-                   observers=observers).values()
+                   observers=observers, timing=timing, gpu=gpu, standby=standby,
+                   token_op=token_op).values()
     return cost
 
 
@@ -700,9 +770,14 @@ def measure_many(conversations: Iterable[Conversation], models: Iterable[str | M
                  pool: int, max_model_len: int = 2048, max_batched_tokens: int = 2048,
                  references: Iterable[Reference] | None = None, check: bool = False,
                  on_step: Callable[[int], None] | None = None, num_blocks: int | None = None,
-                 replay: bool = False) -> dict[tuple[str, str], RunCost]:
-    """:func:`measure` for every model of ``models`` on every front end of ``frontends`` in
-    one run; return the costs keyed ``(model name, front end)``.
+                 replay: bool = False, timings: Iterable[str] = (DEFAULT_PROFILE,),
+                 gpus: Iterable[str] = ("analytic",),
+                 standbys: Iterable[str] = ("per_channel",),
+                 token_op: str | None = None) -> dict[CostKey, RunCost]:
+    """:func:`measure` for every model of ``models`` on every front end of ``frontends`` under
+    every timing profile of ``timings``, priced under every GPU model of ``gpus`` and standby
+    accounting of ``standbys``, in one run; return the costs keyed by :class:`CostKey`
+    (``(model name, front end, timing, gpu, standby)``).
 
     The engine and the runtime run once: the front ends cost the same programs, each from its
     own device state, and the models must be :func:`pim_twins` (the same PIM layout and
@@ -720,4 +795,5 @@ def measure_many(conversations: Iterable[Conversation], models: Iterable[str | M
                 clients=clients, pool=pool, max_model_len=max_model_len,
                 max_batched_tokens=max_batched_tokens,
                 ref=None if references is None else list(references), check=check,
-                num_blocks=num_blocks, replay=replay, on_step=on_step)
+                num_blocks=num_blocks, replay=replay, on_step=on_step, timing=tuple(timings),
+                gpu=tuple(gpus), standby=tuple(standbys), token_op=token_op)

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 from patton.eval.cost import PARTS, measure, reference
-from patton.eval.figures.common import max_model_len
+from patton.eval.figures.common import context_limit
 from patton.eval.paper import SETTINGS
 from patton.eval.tasks import CONVERSATIONS, conversations
 from patton.sim.executor import closed
@@ -67,7 +67,7 @@ def run(name: str, frontend: str, steps: int, model: str) -> dict[str, Any]:
     runtime, unread = next((r, u) for n, r, u in CONFIGURATIONS if n == name)
     convs = list(conversations(CONVERSATIONS))  # patton repro's workload and settings
     clients, pool = SETTINGS[model]
-    limit = max_model_len(model)
+    limit = context_limit(model, runtime, "common")
     ref = reference(convs, model, steps=steps, clients=clients, pool=pool, max_model_len=limit)
     rc = measure(convs, model, runtime, steps=steps, frontend=frontend, clients=clients,
                  pool=pool, max_model_len=limit, reference=ref,

@@ -9,9 +9,29 @@ from __future__ import annotations
 
 from typing import Any
 
-from patton.eval.figures import FIGURES
+from patton.eval.figures import FIGURES, tables
 
 __all__ = ["markdown"]
+
+
+def _assumptions(records: dict[str, Any]) -> list[str]:
+    """The assumptions the figures ran under, and the GPU model's calibration."""
+    used, axes = records.get("assumptions"), records.get("axes")
+    if not used or not axes:
+        return []
+    lines = ["", "## Assumptions", "",
+             "The headline figures ran under these (`docs/evaluation.md`; change one with "
+             "`--assume AXIS=VALUE`):", ""]
+    lines += tables.table(("axis", "this run", "paper configuration", "how it was chosen"),
+                          ((a["axis"], f"**{used[a['axis']]}**"
+                            if used[a["axis"]] != a["paper"] else used[a["axis"]], a["paper"],
+                            a["decided_by"]) for a in axes))
+    gpu = records.get("gpu_model")
+    if gpu:
+        lines += ["", f"GPU model `calibrated`: {gpu['source']}; relative error against the "
+                  f"{gpu['points']:,} measured points: mean {100 * gpu['mean_rel_error']:.1f} %, "
+                  f"max {100 * gpu['max_rel_error']:.1f} %."]
+    return lines
 
 
 def markdown(records: dict[str, Any], *, command: str = "", wall_seconds: float | None = None,
@@ -35,6 +55,7 @@ def markdown(records: dict[str, Any], *, command: str = "", wall_seconds: float 
                    "numbers are not the evaluation's."), ""]
     lines.append("Ratios are ours / paper. Paper: arXiv 2609.11392 (sections in "
                  "`patton/eval/figures/`).")
+    lines += _assumptions(records)
     for name, rec in records.items():
         figure = FIGURES.get(name)
         if figure is None:

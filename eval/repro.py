@@ -15,7 +15,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from patton.eval.assumptions import describe
 from patton.eval.figures import FIGURES, figure
+from patton.eval.gpu_calibration import report as gpu_report
 from patton.eval.plan import Scale
 from patton.eval.report import markdown
 from patton.eval.runner import execute, unique
@@ -31,7 +33,10 @@ DEFAULT_WORKERS = 2
 def reproduce(figures: Sequence[str], scale: Scale, *, workers: int = DEFAULT_WORKERS,
               ray: str | None = None, progress: bool = False, store: Store | None = None,
               resume: bool = False) -> dict[str, Any]:
-    """Run the tasks of ``figures`` at ``scale``; return the records keyed by figure.
+    """Run the tasks of ``figures`` at ``scale``; return the records keyed by figure, with
+    the assumptions they ran under (``assumptions``: axis -> value; ``axes``: every axis, its
+    values and how the paper configuration was chosen) and the GPU model's calibration
+    (``gpu_model``: its error against every measured A100 point).
 
     ``store`` keeps every finished task; with ``resume`` the tasks it holds from the same
     code are taken from it (a line on stderr says how many).
@@ -54,7 +59,8 @@ def reproduce(figures: Sequence[str], scale: Scale, *, workers: int = DEFAULT_WO
     results = execute(todo, workers=workers, ray=ray, progress=progress, store=store,
                       known=known)
     by_task = dict(zip(todo, results, strict=True))
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {"assumptions": scale.assumptions.as_dict(), "axes": describe(),
+                           "gpu_model": gpu_report()}
     for f in figures:
         pairs = [(t, by_task[t]["result"]) for t in wanted[f]]
         out[f] = figure(f).derive(pairs, scale)

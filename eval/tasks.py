@@ -37,6 +37,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from patton.sim.timing import DEFAULT_PROFILE
+
 __all__ = [
     "CostPass",
     "CostTask",
@@ -63,11 +65,15 @@ class TaskError(RuntimeError):
 
 @dataclass(frozen=True, slots=True)
 class CostTask:
-    """One runtime's cost of a serving run (Fig. 7: ``frontend="shared"``; Fig. 8: both).
+    """One runtime's cost of a serving run under one set of assumptions.
 
     ``clients``/``pool``: the paper's concurrency and live pool for the model (§5.1);
-    ``check``: also replay the runtime on a small workload with every program verified and
-    attention bit-exact on the functional model (:data:`REPLAY_STEPS`).
+    ``frontend``, ``timing``: the cycle model's front end and timing profile; ``gpu``: the GPU
+    prefill model; ``standby``: how standby energy is counted; ``token_op``: how
+    ``patton-wo-cz`` writes a single Value token (None for the other runtimes)
+    (:mod:`patton.eval.assumptions` names the choices); ``check``: also replay the runtime on
+    a small workload with every program verified and attention bit-exact on the functional
+    model (:data:`REPLAY_STEPS`).
     """
 
     model: str
@@ -80,11 +86,17 @@ class CostTask:
     conversations: int = CONVERSATIONS
     max_message_tokens: int | None = None
     check: bool = False
+    timing: str = DEFAULT_PROFILE  # the cycle model's timing profile
+    gpu: str = "analytic"  # the GPU prefill model (gpu_calibration.GPU_MODELS)
+    standby: str = "per_channel"  # standby energy accounting (sim.energy.STANDBY)
+    token_op: str | None = None  # patton-wo-cz's single-token Value write: "abk" or "mem"
 
     @property
     def key(self) -> str:
         """A short unique label (progress bars, errors)."""
-        return f"cost {self.model} {self.runtime} {self.frontend} {self.steps}"
+        write = f" {self.token_op}" if self.token_op else ""
+        return (f"cost {self.model} {self.runtime}{write} {self.frontend} {self.timing[-7:]} "
+                f"{self.max_model_len} {self.steps}")
 
     @property
     def total(self) -> int:
@@ -141,6 +153,7 @@ class FragmentationTask:
     fragments: int = 8
     channels: int = 32
     with_gb: bool = True  # the scores loaded with one WR_GB first (the paper's figure)
+    timing: str = DEFAULT_PROFILE  # the cycle model's timing profile
 
     @property
     def key(self) -> str:
@@ -172,7 +185,7 @@ class ValueWriteTask:
     model: str = "llama3-8b"
     requests: int = 32
     steps: int = 32
-    timing: str = "aimsim-0f28a07"
+    timing: str = DEFAULT_PROFILE
     frontend: str = "shared"
     seed: int = 0
 
@@ -195,8 +208,9 @@ class ValueWriteTask:
 @dataclass(frozen=True, slots=True)
 class CostPass:
     """Cost tasks served in one run (:func:`passes`): one runtime and workload, models of one
-    attention shape, any front ends. ``run`` returns every task's result, as if each had run
-    alone; the pass's wall time is shared among them."""
+    attention shape, any front ends, timing profiles, GPU models and standby accountings.
+    ``run`` returns every task's result, as if each had run alone; the pass's wall time is
+    shared among them."""
 
     tasks: tuple[CostTask, ...]
 
@@ -205,8 +219,10 @@ class CostPass:
         """A short unique label (progress bars, errors)."""
         first = self.tasks[0]
         models = "+".join(dict.fromkeys(t.model for t in self.tasks))
-        frontends = "+".join(dict.fromkeys(t.frontend for t in self.tasks))
-        return f"cost {models} {first.runtime} {frontends} {first.steps}"
+        lines = "+".join(dict.fromkeys(f"{t.frontend} {t.timing[-7:]}" for t in self.tasks))
+        write = f" {first.token_op}" if first.token_op else ""
+        return (f"cost {models} {first.runtime}{write} {lines} {first.max_model_len} "
+                f"{first.steps}")
 
     @property
     def total(self) -> int:
@@ -215,10 +231,11 @@ class CostPass:
 
     @property
     def weight(self) -> float:
-        """A rough relative cost: the engine and runtime once, the cycle model per front end."""
+        """A rough relative cost: the engine and runtime once, the cycle model per front end
+        and timing profile."""
         first = self.tasks[0]
-        frontends = len({t.frontend for t in self.tasks})
-        return first.weight * (1 + frontends) / 2
+        lines = len({(t.frontend, t.timing) for t in self.tasks})
+        return first.weight * (1 + lines) / 2
 
 
 Task = CostTask | HitTask | FragmentationTask | ValueWriteTask
@@ -226,12 +243,13 @@ Unit = Task | CostPass  # what a runner runs: a task, or cost tasks served toget
 
 
 def _together(task: CostTask) -> tuple:
-    """What cost tasks served in one run share: all but the model's name and the front end."""
+    """What cost tasks served in one run share: all but the model's name (a PIM twin's), the
+    front end, the timing profile, the GPU model and the standby accounting."""
     from patton.runtime.models import MODELS
 
     spec = MODELS[task.model]
-    return (task.runtime, task.steps, task.clients, task.pool, task.max_model_len,
-            task.conversations, task.max_message_tokens, task.check,
+    return (task.runtime, task.token_op, task.steps, task.clients, task.pool,
+            task.max_model_len, task.conversations, task.max_message_tokens, task.check,
             (spec.layers, spec.kv_heads, spec.q_heads, spec.d_head))
 
 
@@ -260,25 +278,26 @@ Progress = Callable[[int], object]
 def affinity(task: Unit) -> tuple:
     """What ``task`` shares with other tasks through a worker's cost cache, most shared first.
 
-    A cost task's front end, then its attention shape with its workload, then its runtime:
+    A cost task's front end and timing profile, then its attention shape with its workload,
+    then its runtime:
     Qwen3-8B and Llama-3-8B (OPT-6.7B and Qwen1.5-7B) serving one workload issue the same
     programs at other rows, which the process's cost cache holds once simulated
     (``patton.eval.cost.costs``); the runner gives a worker the task that shares the longest
     prefix with the one it ran last. The other tasks share nothing: ``()``.
     """
     if isinstance(task, CostPass):
-        frontend = "+".join(sorted({t.frontend for t in task.tasks}))
+        lines = "+".join(sorted({f"{t.frontend} {t.timing}" for t in task.tasks}))
         task = task.tasks[0]
     elif isinstance(task, CostTask):
-        frontend = task.frontend
+        lines = f"{task.frontend} {task.timing}"
     else:
         return ()
     from patton.runtime.models import MODELS
 
     spec = MODELS[task.model]
-    return (frontend, (spec.kv_heads, spec.q_heads, spec.d_head, task.clients, task.pool,
+    return (lines, (spec.kv_heads, spec.q_heads, spec.d_head, task.clients, task.pool,
                        task.max_model_len, task.conversations, task.max_message_tokens,
-                       task.steps), task.runtime)
+                       task.steps), task.runtime, task.token_op)
 
 
 def run(task: Unit, progress: Progress | None = None) -> Any:
@@ -353,7 +372,8 @@ def _cost(task: CostTask, progress: Progress | None) -> dict[str, Any]:
     cost = run_cost.measure(convs, spec, task.runtime, steps=task.steps,
                             frontend=task.frontend, clients=task.clients, pool=task.pool,
                             max_model_len=task.max_model_len, reference=reference,
-                            on_step=_every(progress, PROGRESS_EVERY))
+                            on_step=_every(progress, PROGRESS_EVERY), timing=task.timing,
+                            gpu=task.gpu, standby=task.standby, token_op=task.token_op)
     out = dict(cost.as_dict())
     out["reference_seconds"] = round(reference_seconds, 2)
     if task.check:  # the same runtime and model on a small workload, every program checked
@@ -361,13 +381,18 @@ def _cost(task: CostTask, progress: Progress | None) -> dict[str, Any]:
     return out
 
 
+def _once(values: Any) -> list:
+    """``values`` in first-seen order, each once."""
+    return list(dict.fromkeys(values))
+
+
 def _cost_pass(group: CostPass, progress: Progress | None) -> list[dict[str, Any]]:
     from patton.eval import cost as run_cost
 
     first = group.tasks[0]
     convs = list(conversations(first.conversations, first.max_message_tokens))
-    specs = [_model(m) for m in dict.fromkeys(t.model for t in group.tasks)]
-    frontends = list(dict.fromkeys(t.frontend for t in group.tasks))
+    specs = [_model(m) for m in _once(t.model for t in group.tasks)]
+    frontends = _once(t.frontend for t in group.tasks)
     t = time.perf_counter()
     refs = [run_cost.reference(convs, s, steps=first.steps, clients=first.clients,
                                pool=first.pool, max_model_len=first.max_model_len)
@@ -376,14 +401,23 @@ def _cost_pass(group: CostPass, progress: Progress | None) -> list[dict[str, Any
     costs = run_cost.measure_many(convs, specs, first.runtime, steps=first.steps,
                                   frontends=frontends, clients=first.clients, pool=first.pool,
                                   max_model_len=first.max_model_len, references=refs,
-                                  on_step=_every(progress, PROGRESS_EVERY))
+                                  on_step=_every(progress, PROGRESS_EVERY),
+                                  timings=_once(t.timing for t in group.tasks),
+                                  gpus=_once(t.gpu for t in group.tasks),
+                                  standbys=_once(t.standby for t in group.tasks),
+                                  token_op=first.token_op)
     out = []
+    replays: dict[tuple, dict[str, Any]] = {}  # views of one program stream replay alike
     for task in group.tasks:
-        result = dict(costs[task.model, task.frontend].as_dict())
+        key = run_cost.CostKey(task.model, task.frontend, task.timing, task.gpu, task.standby)
+        result = dict(costs[key].as_dict())
         result["reference_seconds"] = round(reference_seconds, 2)
         result["served_with"] = [describe(t) for t in group.tasks if t is not task]
         if task.check:
-            result.update(_replay(run_cost, _model(task.model), task))
+            seen = (task.model, task.frontend, task.timing)
+            if seen not in replays:
+                replays[seen] = _replay(run_cost, _model(task.model), task)
+            result.update(replays[seen])
         out.append(result)
     return out
 
@@ -402,7 +436,8 @@ def _replay(run_cost: Any, spec: Any, task: CostTask) -> dict[str, Any]:
 
     rc = run_cost.measure(read(DEMO_CONVERSATIONS), spec, task.runtime, steps=REPLAY_STEPS,
                           frontend=task.frontend, clients=2, pool=4,
-                          max_model_len=task.max_model_len, replay=True)
+                          max_model_len=task.max_model_len, replay=True, timing=task.timing,
+                          token_op=task.token_op)
     d = rc.as_dict()
     return {"checked_programs": d.get("checked_programs"), "violations": d.get("violations"),
             "mismatches": d.get("mismatches"), "checked_steps": d.get("steps")}
@@ -451,6 +486,7 @@ def _hits(task: HitTask, progress: Progress | None) -> dict[str, Any]:
         progress(task.steps - served.meter.steps // 64 * 64)  # what Meter has not reported
     out = served.report()
     out["num_blocks"] = served.params.num_blocks
+    out["ceiling"] = served.run.ceiling(served.params.block_size)
     return out
 
 
@@ -460,8 +496,8 @@ def _hits(task: HitTask, progress: Progress | None) -> dict[str, Any]:
 def _fragmentation(task: FragmentationTask) -> dict[str, Any]:
     from patton.eval.micro.fragmentation import measure
 
-    c1, e1 = measure(1, task.channels, task.with_gb)
-    ck, ek = measure(task.fragments, task.channels, task.with_gb)
+    c1, e1 = measure(1, task.channels, task.with_gb, task.timing)
+    ck, ek = measure(task.fragments, task.channels, task.with_gb, task.timing)
     return {"one_run": {"cycles": c1, "energy_nj": e1},
             "fragmented": {"cycles": ck, "energy_nj": ek},
             "latency": ck / c1, "energy": ek / e1}

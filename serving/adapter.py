@@ -23,6 +23,7 @@ by :func:`~patton.serving.capacity.capacity`, ready to attach.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -32,6 +33,7 @@ from patton.runtime.errors import PattonError
 from patton.runtime.interface import KvRuntime
 from patton.runtime.models import ModelSpec
 from patton.runtime.patton.config import Config
+from patton.runtime.patton.variants import VARIANTS as PATTON_VARIANTS
 from patton.runtime.patton.variants import variant as patton_variant
 from patton.serving.block_pool import BlockPool
 from patton.serving.capacity import Capacity, capacity, layer_config
@@ -226,12 +228,21 @@ def _room(rt: KvRuntime, request: int) -> int:
 
 def attach(variant: str, model: ModelSpec, *, num_blocks: int | None = None,
            block_size: int | None = None, device: Device = DEVICE,
-           fill: bool = True) -> Attached:
+           fill: bool = True, token_op: str | None = None) -> Attached:
     """Return a fresh runtime of ``variant`` sized by :func:`capacity`, ready to attach.
 
     Pass ``attached.observe`` as the engine's observer and ``attached.placement`` as its
-    placement; the engine needs ``attached.capacity.num_blocks`` blocks.
+    placement; the engine needs ``attached.capacity.num_blocks`` blocks. ``token_op``
+    overrides how a PATTON variant without the Commit Zone writes a single Value token
+    (:class:`~patton.runtime.patton.variants.Variant`; None: the variant's own).
+
+    Raises:
+        ValueError: ``token_op`` for a runtime that has no such choice.
     """
+    if token_op is not None and (variant not in PATTON_VARIANTS
+                                 or PATTON_VARIANTS[variant].commit_zone):
+        raise ValueError(f"token_op applies to a PATTON variant without the Commit Zone, not "
+                         f"{variant!r}")
     cap = capacity(variant, model, num_blocks=num_blocks, block_size=block_size,
                    device=device)
     if variant == "gpu":
@@ -243,7 +254,10 @@ def attach(variant: str, model: ModelSpec, *, num_blocks: int | None = None,
         assert isinstance(cfg, Geometry)
         return Attached(cap, BASELINES[variant].runtime(cfg), fill)
     assert isinstance(cfg, Config)
-    return Attached(cap, patton_variant(variant).runtime(cfg), fill)
+    chosen = patton_variant(variant)
+    if token_op is not None:
+        chosen = dataclasses.replace(chosen, token_op=token_op)
+    return Attached(cap, chosen.runtime(cfg), fill)
 
 
 def mirror_errors(pool: BlockPool, attached: Attached) -> list[str]:

@@ -22,7 +22,7 @@ from patton.sim.device import params
 from patton.sim.isa import ACTIVATED_BANKS, Command
 
 __all__ = ["COMPONENTS", "EnergyConstants", "CONSTANTS", "Energy", "energy", "energy_arrays",
-           "activations"]
+           "activations", "STANDBY", "standby_scale"]
 
 C = Command
 
@@ -101,6 +101,26 @@ def energy_arrays(counts: np.ndarray, stats: np.ndarray, cycles: int,
                    int(stats[:, 1].sum()), len(stats), cycles, constants, standby)
 
 
+#: The standby accountings: ``per_channel`` (ours) and ``cent`` (CENT's power script).
+STANDBY = ("per_channel", "cent")
+
+
+def standby_scale(standby: str, channels: int) -> float:
+    """The factor on the channels' summed standby time that ``standby`` accounting charges:
+    1 for ``per_channel``, ``1 / channels`` for ``cent`` (one channel's standby power for the
+    mean channel time). Standby energy is linear in it, so a ``per_channel`` figure converts
+    to ``cent`` exactly by this factor.
+
+    Raises:
+        ValueError: an unknown accounting.
+    """
+    if standby == "per_channel":
+        return 1.0
+    if standby == "cent":
+        return 1.0 / max(channels, 1)
+    raise ValueError(f"standby must be 'per_channel' or 'cent', not {standby!r}")
+
+
 def _energy(n: np.ndarray, active: int, precharged: int, channels: int, cycles: int,
             k: EnergyConstants, standby: str) -> Energy:
     """The energy of ``n`` (one row per command, one column per channel) and the channels'
@@ -127,13 +147,9 @@ def _energy(n: np.ndarray, active: int, precharged: int, channels: int, cycles: 
         }
         for name, values in per.items():
             total[name] = float(np.add.accumulate(values.astype(np.float64))[-1])
-    active_ns = active * ns_per_cycle
-    precharged_ns = precharged * ns_per_cycle
-    if standby == "cent":
-        active_ns /= max(channels, 1)
-        precharged_ns /= max(channels, 1)
-    elif standby != "per_channel":
-        raise ValueError(f"standby must be 'per_channel' or 'cent', not {standby!r}")
+    scale = standby_scale(standby, channels)
+    active_ns = active * ns_per_cycle * scale
+    precharged_ns = precharged * ns_per_cycle * scale
     total["standby"] = k.p_act_stby * active_ns + k.p_pre_stby * precharged_ns
     total["global_buffer"] += k.gb_static_mw * cycles * ns_per_cycle * channels
     # mW x ns = pJ; report nJ.

@@ -15,6 +15,7 @@ import sys
 
 import pytest
 from patton.eval import cost, paper, report, runner, tasks
+from patton.eval.assumptions import PAPER as PAPER_ASSUMPTIONS
 from patton.eval import repro as repro_lib
 from patton.eval.figures import FIGURES, NAMES, common, fig7, fig8, fig9, micro
 from patton.eval.figures import tasks as plan_tasks
@@ -63,13 +64,14 @@ def fake_cost(model: str, runtime: str, frontend: str = "shared",
     return out
 
 
-def pairs_for(models, runtimes, frontends=("shared",)):
-    out = []
-    for f in frontends:
-        for m in models:
-            for r in runtimes:
-                out.append((CostTask(m, r, 10, 8, 16, frontend=f), fake_cost(m, r, f)))
-    return out
+def runs_for(models, runtimes, frontend="shared", **fake):
+    """model -> runtime -> fake cost (what ``common.results`` selects for a record)."""
+    return {m: {r: fake_cost(m, r, frontend, **fake) for r in runtimes} for m in models}
+
+
+def fig8_runs(models, frontends=("shared", "per_channel"), **fake):
+    return {f: runs_for(models, ("patton", "patton-wo-cz", "blockpim"), f, **fake)
+            for f in frontends}
 
 
 # ------------------------------------------------------------------------ arithmetic
@@ -91,7 +93,7 @@ def test_geomean_and_ratio():
 
 def test_fig7_normalises_to_patton_and_takes_geometric_means():
     models = ("llama3-8b", "opt-6.7b")
-    rec = fig7.record(pairs_for(models, ("patton", *paper.BASELINES)), models)
+    rec = fig7.record(runs_for(models, ("patton", *paper.BASELINES)), models)
     assert set(rec["speedup"]) == set(rec["energy_gain"]) == {*paper.BASELINES, "all"}
     assert all(isinstance(v, float) for v in (*rec["speedup"].values(),
                                               *rec["energy_gain"].values()))
@@ -111,15 +113,21 @@ def test_fig7_normalises_to_patton_and_takes_geometric_means():
     comps = rec["per_model"]["llama3-8b"]["energy_components"]
     assert sum(comps["neupims"].values()) == pytest.approx(24 / 8)
     assert comps["patton"] == pytest.approx({"act": 0.25, "standby": 0.75})
+    assert rec["assumptions"] == PAPER_ASSUMPTIONS.as_dict()
+    # the results a record is derived from are the scale's tasks under its assumptions
+    scale = QUICK.with_(models=models)
+    pairs = [(t, fake_cost(t.model, t.runtime)) for t in fig7.tasks(scale)]
+    assert fig7.derive(pairs, scale)["speedup"] == pytest.approx(rec["speedup"])
     with pytest.raises(ValueError, match="no result for attacc"):
-        fig7.record([p for p in pairs_for(models, ("patton", *paper.BASELINES))
-                      if p[0].runtime != "attacc"], models)
+        fig7.derive([p for p in pairs if p[0].runtime != "attacc"], scale)
+    other = scale.with_(assumptions=PAPER_ASSUMPTIONS.with_(timing="aimsim-0f28a07"))
+    with pytest.raises(ValueError, match="no result for patton, neupims"):
+        fig7.derive(pairs, other)
 
 
 def test_fig8_is_attention_only_per_front_end():
     models = ("llama3-8b", "opt-6.7b")
-    rec = fig8.record(pairs_for(models, ("patton", "patton-wo-cz", "blockpim"),
-                                 ("shared", "per_channel")), models)
+    rec = fig8.record(fig8_runs(models), models)
     for f in ("shared", "per_channel"):
         assert set(rec[f]) == set(fig8.PAPER[f])
         r = rec[f]
@@ -141,10 +149,8 @@ def test_fig8_is_attention_only_per_front_end():
         assert sum(split.values()) == pytest.approx(m["energy"][r]["total"]), r
     assert sum(comps["patton"].values()) == pytest.approx(1.0)
     # a result that does not split its energy: no components, the rest unchanged
-    old = [(t, fake_cost(t.model, t.runtime, t.frontend, components=False))
-           for t, _ in pairs_for(models, ("patton", "patton-wo-cz", "blockpim"))]
-    bare = fig8.record(old + pairs_for(models, ("patton", "patton-wo-cz", "blockpim"),
-                                        ("per_channel",)), models)
+    bare = fig8.record({**fig8_runs(models), **fig8_runs(models, ("shared",),
+                                                         components=False)}, models)
     assert "energy_components" not in bare["per_model"]["shared"]["opt-6.7b"]
     assert bare["shared"] == rec["shared"]
 
@@ -184,10 +190,20 @@ def test_plan_sizes_and_shared_tasks():
     assert len(fig7) == 4 * 5 and len(fig8) == 2 * 4 * 3
     assert len(set(fig7) | set(fig8)) == 20 + 4 + 12  # Fig. 8's shared PATTON/BlockPIM are 7's
     t = next(t for t in fig7 if t.model == "opt-6.7b")
-    # NeuPIMs holds 1,024 tokens of a 32-KV-head model in its one channel: the whole OPT
-    # comparison is served at that limit, Llama-3's at the paper's 2,048
-    assert (t.clients, t.pool, t.max_model_len) == (8, 16, 1024)
-    assert next(t for t in fig7 if t.model == "llama3-8b").max_model_len == 2048
+    # the paper's context limit, 2,048, but for NeuPIMs, which holds 1,024 tokens of a
+    # 32-KV-head model in its one channel; with context=common every OPT run is at 1,024
+    assert (t.clients, t.pool, t.max_model_len) == (8, 16, 2048)
+    assert {t.runtime: t.max_model_len for t in fig7 if t.model == "opt-6.7b"} == {
+        "patton": 2048, "neupims": 1024, "pimphony": 2048, "attacc": 2048, "blockpim": 2048}
+    common_ctx = FULL.with_(assumptions=PAPER_ASSUMPTIONS.with_(context="common"))
+    assert {t.max_model_len for t in plan_tasks("fig7", common_ctx)
+            if t.model == "opt-6.7b"} == {1024}
+    assert {t.max_model_len for t in fig7 if t.model == "llama3-8b"} == {2048}
+    # every cost task carries the headline assumptions; wo-CZ its write command
+    assert {(t.timing, t.gpu, t.standby) for t in fig7} == {("aimsim-2eb1ee0", "calibrated",
+                                                             "cent")}
+    assert {t.token_op for t in fig8 if t.runtime == "patton-wo-cz"} == {"mem"}
+    assert {t.token_op for t in fig8 if t.runtime != "patton-wo-cz"} == {None}
     hits = plan_tasks("fig9", FULL)
     assert {(t.load, t.pool) for t in hits} == {("normal", 64), ("pressure", 96),
                                                 ("light", 32), ("overload", 512)}
@@ -217,7 +233,11 @@ def fake_run_cost(monkeypatch):
 
     def measure(conversations, model, runtime, *, steps, frontend="shared", clients, pool,
                 max_model_len=2048, reference=None, check=False, on_step=None,
-                replay=False):
+                replay=False, timing=PAPER_ASSUMPTIONS.timing, gpu="analytic",
+                standby="per_channel", token_op=None):
+        assert timing == PAPER_ASSUMPTIONS.timing
+        assert token_op == (PAPER_ASSUMPTIONS.wo_cz_write if runtime == "patton-wo-cz"
+                            else None)
         if replay:  # the checked side run
             calls.append((model.name, runtime, frontend, "replay"))
             return RunCost(fake_cost(model.name, runtime, frontend))
@@ -226,14 +246,19 @@ def fake_run_cost(monkeypatch):
         return RunCost(fake_cost(model.name, runtime, frontend))
 
     def measure_many(conversations, models, runtime, *, steps, frontends, clients, pool,
-                     max_model_len=2048, references=None, on_step=None):
+                     max_model_len=2048, references=None, on_step=None, timings, gpus,
+                     standbys, token_op):
         assert [r for r in references] == [("reference", m.name) for m in models]
         calls.append((tuple(m.name for m in models), runtime, tuple(frontends), "pass"))
         out = {}
         for m in models:
             for f in frontends:
                 calls.append((m.name, runtime, f, False))
-                out[m.name, f] = RunCost(fake_cost(m.name, runtime, f))
+                for t in timings:
+                    for g in gpus:
+                        for b in standbys:
+                            out[cost.CostKey(m.name, f, t, g, b)] = RunCost(
+                                fake_cost(m.name, runtime, f))
         return out
 
     monkeypatch.setattr(cost, "reference", reference)
@@ -264,7 +289,7 @@ def test_fig7_fig8_through_the_runner_with_a_fake_run_cost(fake_run_cost):
 
 
 def test_micro_end_to_end(tmp_path, capsys):
-    scale = SMALL
+    scale = SMALL.with_(assumptions=PAPER_ASSUMPTIONS.with_(timing="aimsim-0f28a07"))
     records = reproduce(["micro"], scale, workers=1)
     m = records["micro"]
     assert set(m) >= set(micro.PAPER)
@@ -278,14 +303,25 @@ def test_micro_end_to_end(tmp_path, capsys):
     assert "12.60x" in md and "2.18x" in md and "1.34x" in md
     assert json.loads((tmp_path / "repro.json").read_text())["micro"]["fragmentation_latency"]
     assert [f.name for f in files] == ["repro.json", "repro.md"]  # micro has no plot
+    # under 2eb1ee0's rules the controller's reordering turns some per-bank W MEMs of one
+    # row into row hits: fewer activations without the Commit Zone, a smaller reduction
+    other = reproduce(["micro"], SMALL, workers=1)["micro"]
+    assert other["timing"] == "aimsim-2eb1ee0" and m["timing"] == "aimsim-0f28a07"
+    assert 1 < other["cz_activation_reduction"] < m["cz_activation_reduction"]
 
 
 def test_fig9_end_to_end_small():
     scale = SMALL.with_(fig9_steps=150, conversations=40)
     records = reproduce(["fig9"], scale, workers=1)
     rec = records["fig9"]
-    assert set(rec["normal"]) == set(rec["pressure"]) == {"gpu", "patton", "patton-no-o2v"}
+    assert set(rec["normal"]) == set(rec["pressure"]) == {"gpu", "patton", "patton-no-o2v",
+                                                          "ceiling"}
     assert all(0.0 <= h <= 1.0 for load in ("normal", "pressure") for h in rec[load].values())
+    # no run passes its perfect-cache ceiling; the GPU reference's is the load's
+    for load in ("normal", "pressure"):
+        for r, run in rec["runs"][load].items():
+            assert 0 < run["hit_rate"] <= run["ceiling"], (load, r)
+        assert rec[load]["ceiling"] == rec["runs"][load]["gpu"]["ceiling"]
     assert rec["pressure_live_tokens"] > 0
     runs = rec["runs"]["pressure"]
     assert {r["pool"] for r in runs.values()} == {96} and runs["gpu"]["steps"] == 150
@@ -344,9 +380,8 @@ def test_ray_local():
 
 def test_plots_and_markdown_have_the_papers_numbers(tmp_path, fake_run_cost):
     models = ("llama3-8b", "opt-6.7b")
-    recs = {"fig7": fig7.record(pairs_for(models, ("patton", *paper.BASELINES)), models),
-            "fig8": fig8.record(pairs_for(models, ("patton", "patton-wo-cz", "blockpim"),
-                                           ("shared", "per_channel")), models)}
+    recs = {"fig7": fig7.record(runs_for(models, ("patton", *paper.BASELINES)), models),
+            "fig8": fig8.record(fig8_runs(models), models)}
     hits = [(HitTask(r, load, 10), {"hit_rate": 0.5, "steps": 10, "requests": 3,
                                     "preemptions": 0, "complete": False,
                                     "live_context_tokens": {"mean": 5.0, "max": 9},
@@ -375,8 +410,11 @@ def test_cli_json_is_one_object_keyed_by_figure(tmp_path, capsys, fake_run_cost,
     out, err = capsys.readouterr()
     assert code == 0, err
     data = json.loads(out)
-    assert list(data) == ["fig7"] and set(data["fig7"]["speedup"]) == {*paper.BASELINES,
-                                                                        "all"}
+    assert list(data) == ["assumptions", "axes", "gpu_model", "fig7"]
+    assert set(data["fig7"]["speedup"]) == {*paper.BASELINES, "all"}
+    assert data["assumptions"] == PAPER_ASSUMPTIONS.as_dict()
+    assert {a["axis"] for a in data["axes"]} == set(PAPER_ASSUMPTIONS.as_dict())
+    assert 0 < data["gpu_model"]["mean_rel_error"] <= data["gpu_model"]["max_rel_error"]
     assert {p.name for p in (tmp_path / "o").iterdir()} == {"repro.json", "repro.md",
                                                             "fig7.png", "tasks"}
     assert json.loads((tmp_path / "o" / "repro.json").read_text()) == data
@@ -484,7 +522,7 @@ def test_ray_without_ray_is_an_error_before_anything_runs(tmp_path, capsys, monk
 
 
 def test_every_figure_is_a_verb():
-    assert NAMES == ("fig7", "fig8", "fig9", "micro")
+    assert NAMES == ("fig7", "fig8", "fig9", "micro", "sensitivity")
     from patton.cli import parser
 
     verb = next(a for a in parser()._subparsers._group_actions[0].choices["repro"]._actions
@@ -493,7 +531,8 @@ def test_every_figure_is_a_verb():
 
 
 def test_passes_group_what_one_run_serves():
-    """Front ends and models of one attention shape share a run; other runtimes, step counts
+    """Front ends, timing profiles, GPU models, standby accountings and models of one
+    attention shape share a run; other runtimes, write commands, context limits, step counts
     and shapes do not; the order of first appearance is kept."""
     t = [CostTask("opt-6.7b", "patton", 100, 8, 16, frontend="shared"),
          CostTask("llama3-8b", "patton", 100, 32, 64),
@@ -501,11 +540,19 @@ def test_passes_group_what_one_run_serves():
          CostTask("opt-6.7b", "blockpim", 100, 8, 16),
          FragmentationTask(),
          CostTask("opt-6.7b", "patton", 200, 8, 16),
-         CostTask("qwen1.5-7b", "patton", 100, 8, 16, frontend="shared")]
+         CostTask("qwen1.5-7b", "patton", 100, 8, 16, frontend="shared"),
+         CostTask("opt-6.7b", "patton", 100, 8, 16, timing="aimsim-2eb1ee0", gpu="calibrated",
+                  standby="cent"),
+         CostTask("opt-6.7b", "patton", 100, 8, 16, max_model_len=1024),
+         CostTask("opt-6.7b", "patton-wo-cz", 100, 8, 16, token_op="mem"),
+         CostTask("opt-6.7b", "patton-wo-cz", 100, 8, 16, token_op="abk")]
     units = tasks.passes(t)
-    assert units == [tasks.CostPass((t[0], t[2], t[6])), t[1], t[3], t[4], t[5]]
-    assert units[0].key == "cost opt-6.7b+qwen1.5-7b patton shared+per_channel 100"
-    assert tasks.affinity(units[0])[0] == "per_channel+shared"
+    assert units == [tasks.CostPass((t[0], t[2], t[6], t[7])), t[1], t[3], t[4], t[5], t[8],
+                     t[9], t[10]]
+    assert units[0].key == ("cost opt-6.7b+qwen1.5-7b patton shared 0f28a07+per_channel "
+                            "0f28a07+shared 2eb1ee0 2048 100")
+    assert tasks.affinity(units[0])[0] == ("per_channel aimsim-0f28a07+shared aimsim-0f28a07+"
+                                           "shared aimsim-2eb1ee0")
 
 
 def test_a_new_figure_is_one_module_and_one_registry_line(tmp_path, capsys, monkeypatch):

@@ -31,6 +31,7 @@ from patton.sim.cycle_model import CycleModel, DeviceState
 from patton.sim.device import DEVICE
 from patton.sim.energy import COMPONENTS, energy
 from patton.sim.executor import closed
+from patton.sim.timing import DEFAULT_PROFILE, PROFILES
 
 from patton.cli import main
 
@@ -153,16 +154,74 @@ def test_one_run_for_twin_models_and_both_front_ends_equals_separate_runs(monkey
     models, frontends = ("opt-6.7b", "qwen1.5-7b"), ("shared", "per_channel")
     monkeypatch.setattr(run_cost, "_CACHES", {})
     together = run_cost.measure_many(DEMO, models, runtime, frontends=frontends, **args)
-    assert sorted(together) == sorted((m, f) for m in models for f in frontends)
-    for (m, f), rc in together.items():
+    assert sorted(together) == sorted((m, f, DEFAULT_PROFILE, "analytic", "per_channel")
+                                      for m in models for f in frontends)
+    for (m, f, *_), rc in together.items():
         monkeypatch.setattr(run_cost, "_CACHES", {})  # a fresh process's caches
         assert plain(rc) == plain(measure(DEMO, m, runtime, frontend=f, **args)), (m, f)
     for f in frontends:
-        a, b = together["opt-6.7b", f], together["qwen1.5-7b", f]
+        a, b = together[run_cost.CostKey("opt-6.7b", f)], \
+            together[run_cost.CostKey("qwen1.5-7b", f)]
         assert a.parts == b.parts and a.recomputed_tokens == b.recomputed_tokens
-    if together["opt-6.7b", "shared"].recomputed_tokens:
-        assert together["opt-6.7b", "shared"].recompute_joules != \
-            together["qwen1.5-7b", "shared"].recompute_joules
+    opt, qwen = (together[run_cost.CostKey(m, "shared")] for m in models)
+    if opt.recomputed_tokens:
+        assert opt.recompute_joules != qwen.recompute_joules
+
+
+def test_one_run_prices_every_timing_gpu_model_and_standby_as_separate_runs(monkeypatch):
+    """Timing profiles, GPU models and standby accountings of one run: each view is the
+    separate run's; ``cent`` standby is ``per_channel``'s over the channels, exactly."""
+    def plain(d):
+        d = d.as_dict()
+        d.pop("wall_seconds")
+        d.pop("seconds_by_phase")
+        return d
+
+    args = dict(steps=40, max_model_len=1024, **SMALL)
+    timings, gpus, standbys = PROFILES, ("analytic", "calibrated"), ("per_channel", "cent")
+    monkeypatch.setattr(run_cost, "_CACHES", {})
+    views = run_cost.measure_many(DEMO, ["llama3-8b"], "patton", frontends=["shared"],
+                                  timings=timings, gpus=gpus, standbys=standbys, **args)
+    assert len(views) == 2 * 2 * 2
+    for key, rc in views.items():
+        monkeypatch.setattr(run_cost, "_CACHES", {})
+        alone = measure(DEMO, key.model, "patton", frontend=key.frontend, timing=key.timing,
+                        gpu=key.gpu, standby=key.standby, **args)
+        assert plain(rc) == plain(alone), key
+    for t in timings:
+        per, cent = (views[run_cost.CostKey("llama3-8b", "shared", t, "analytic", s)]
+                     for s in standbys)
+        assert per.parts["qk"].cycles == cent.parts["qk"].cycles
+        for p in run_cost.PARTS:
+            a, b = per.parts[p].as_dict(), cent.parts[p].as_dict()
+            sa, sb = (x["energy_components_joules"]["standby"] for x in (a, b))
+            assert sa > 0 and sb == pytest.approx(sa / 32, rel=1e-12)
+            assert a["joules"] - b["joules"] == pytest.approx(sa - sb, rel=1e-9)
+    cycles = {t: sum(p.cycles for p in views[run_cost.CostKey("llama3-8b", "shared",
+                                                                t)].parts.values())
+              for t in timings}
+    assert len(set(cycles.values())) == 2  # the profiles time the same programs differently
+    a, c = (views[run_cost.CostKey("llama3-8b", "shared", DEFAULT_PROFILE, g)]
+            for g in gpus)
+    assert a.parts == c.parts and a.recomputed_tokens == c.recomputed_tokens
+    if a.recomputed_tokens:
+        assert a.recompute_seconds != c.recompute_seconds
+
+
+def test_wo_cz_write_command_is_a_choice_and_checked():
+    """PATTON-wo-CZ's single-token Value write by per-bank W MEM or by WR_ABK: the same
+    engine run (the other parts equal), every program verified and attention bit-exact."""
+    args = dict(steps=24, max_model_len=1024, **SMALL)
+    mem, abk = (measure(DEMO, "llama3-8b", "patton-wo-cz", token_op=op, replay=True, **args)
+                for op in ("mem", "abk"))
+    for rc in (mem, abk):
+        assert rc.checked_programs > 0 and rc.violations == 0 and rc.mismatches == 0
+    assert (mem.decode_tokens, mem.prefill_tokens, mem.hit_rate) == \
+        (abk.decode_tokens, abk.prefill_tokens, abk.hit_rate)  # one engine run
+    assert mem.decode_tokens > 0
+    assert mem.parts["v_write"].cycles > abk.parts["v_write"].cycles  # W MEM: per bank
+    assert measure(DEMO, "llama3-8b", "patton-wo-cz", **args).parts["v_write"].cycles == \
+        abk.parts["v_write"].cycles  # WR_ABK is the variant's own default
 
 
 @pytest.mark.parametrize("models, frontends, kwargs, message", [
@@ -171,6 +230,10 @@ def test_one_run_for_twin_models_and_both_front_ends_equals_separate_runs(monkey
     (("opt-6.7b",), ("shared", "shared"), {}, "named twice"),
     (("opt-6.7b",), (), {}, "at least one model and one front end"),
     (("opt-6.7b", "qwen1.5-7b"), ("shared",), {"check": True}, "one model on one front end"),
+    (("opt-6.7b",), ("shared",), {"timings": ("aimsim-x",)}, "unknown timing profile"),
+    (("opt-6.7b",), ("shared",), {"gpus": ("h100",)}, "unknown GPU model"),
+    (("opt-6.7b",), ("shared",), {"standbys": ("cent", "cent")}, "once each"),
+    (("opt-6.7b",), ("shared",), {"token_op": "mem"}, "token_op applies"),
 ])
 def test_bad_runs_of_several(models, frontends, kwargs, message):
     with pytest.raises(ValueError, match=message):

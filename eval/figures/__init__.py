@@ -39,6 +39,7 @@ FIGURES: dict[str, Figure] = _registry(
     "fig8",
     "fig9",
     "micro",
+    "sensitivity",
 )
 #: Their names (``all`` stands for every one).
 NAMES: tuple[str, ...] = tuple(FIGURES)

@@ -11,12 +11,13 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from patton.eval.assumptions import Assumptions
 from patton.eval.paper import BASELINES, SETTINGS
 from patton.eval.plan import Scale
 from patton.eval.tasks import CostTask, Task
 
-__all__ = ["PARTS", "STACK", "COMPARED", "Pairs", "geomean", "ratio", "reduction", "costs",
-           "stack", "components", "need", "cost_task", "max_model_len"]
+__all__ = ["PARTS", "STACK", "COMPARED", "Pairs", "Runs", "geomean", "ratio", "reduction",
+           "results", "stack", "components", "cost_task", "context_limit"]
 
 #: The PIM attention parts of a serving run's cost (``RunCost.as_dict()["parts"]``).
 PARTS = ("k_write", "v_write", "qk", "sv")
@@ -26,6 +27,8 @@ STACK = (*PARTS, "recompute")
 COMPARED = ("patton", *BASELINES, "patton-wo-cz")
 
 Pairs = Sequence[tuple[Task, dict[str, Any]]]
+#: Cost results by model, then runtime (:func:`results`).
+Runs = dict[str, dict[str, dict[str, Any]]]
 
 
 def geomean(values: Iterable[float | None]) -> float | None:
@@ -54,12 +57,27 @@ def reduction(g: float | None) -> float | None:
     return None if g is None else 1.0 - g
 
 
-def costs(pairs: Pairs, frontend: str) -> dict[str, dict[str, dict[str, Any]]]:
-    """model -> runtime -> RunCost dict, of the cost tasks on ``frontend``."""
-    out: dict[str, dict[str, dict[str, Any]]] = {}
-    for task, result in pairs:
-        if isinstance(task, CostTask) and task.frontend == frontend:
-            out.setdefault(task.model, {})[task.runtime] = result
+def results(pairs: Pairs, scale: Scale, models: Iterable[str], runtimes: Iterable[str],
+            assumptions: Assumptions, figure: str, steps: int | None = None) -> Runs:
+    """model -> runtime -> the result of its cost task at ``scale`` under ``assumptions``
+    (:func:`cost_task`; ``steps`` instead of the scale's if given).
+
+    Raises:
+        ValueError: a model without a result for one of ``runtimes`` (named).
+    """
+    by_task = {t: r for t, r in pairs if isinstance(t, CostTask)}
+    out: Runs = {}
+    for m in models:
+        out[m] = {}
+        missing = []
+        for r in runtimes:
+            found = by_task.get(cost_task(scale, m, r, assumptions, steps=steps))
+            if found is None:
+                missing.append(r)
+            else:
+                out[m][r] = found
+        if missing:
+            raise ValueError(f"{figure}: {m} has no result for {', '.join(missing)}")
     return out
 
 
@@ -89,28 +107,38 @@ def components(runs: dict[str, dict[str, Any]], order: Sequence[str]
     return {r: {name: ratio(j, base) for name, j in comps.items()} for r, comps in split.items()}
 
 
-def need(costs: dict[str, dict[str, Any]], model: str, runtimes: Iterable[str],
-          figure: str) -> None:
-    missing = [r for r in runtimes if r not in costs]
-    if missing:
-        raise ValueError(f"{figure}: {model} has no result for {', '.join(missing)}")
+#: The context limit §5.1 applies when PATTON is compared with AttAcc and NeuPIMs.
+PAPER_CONTEXT = 2048
 
 
-def max_model_len(model: str) -> int:
-    """The context limit of ``model``'s comparison: 2,048 (§5.1), or less where a compared
-    runtime holds less (NeuPIMs confines a request to one channel: 1,024 tokens of a
-    32-KV-head model); every runtime of the model is served the same workload."""
+def context_limit(model: str, runtime: str, context: str) -> int:
+    """The context limit ``runtime`` serves ``model``'s workload at, under the ``context``
+    assumption (:data:`~patton.eval.assumptions.AXES`): ``paper``, 2,048 tokens (§5.1) or
+    the runtime's own lower limit (NeuPIMs confines a request to one channel: 1,024 tokens
+    of a 32-KV-head model); ``common``, the lowest of those limits among every runtime the
+    model is compared on, so that all of them serve one workload."""
     from patton.runtime.models import MODELS as SPECS
     from patton.serving.capacity import max_context
 
+    if context == "paper":
+        limit = max_context(runtime, SPECS[model])
+        return PAPER_CONTEXT if limit is None else min(PAPER_CONTEXT, limit)
+    if context != "common":
+        raise ValueError(f"unknown context assumption {context!r}")
     limits = [max_context(r, SPECS[model]) for r in COMPARED]
-    return min([2048] + [x for x in limits if x is not None])
+    return min([PAPER_CONTEXT] + [x for x in limits if x is not None])
 
 
-def cost_task(scale: Scale, model: str, runtime: str, frontend: str = "shared") -> CostTask:
+def cost_task(scale: Scale, model: str, runtime: str, assumptions: Assumptions | None = None,
+              *, steps: int | None = None) -> CostTask:
     """The cost run of ``runtime`` serving ``model``'s workload at ``scale`` (§5.1's clients
-    and pool, the comparison's context limit)."""
+    and pool) under ``assumptions`` (default the scale's)."""
+    a = scale.assumptions if assumptions is None else assumptions
     clients, pool = SETTINGS[model]
-    return CostTask(model=model, runtime=runtime, steps=scale.steps, clients=clients,
-                    pool=pool, frontend=frontend, max_model_len=max_model_len(model),
-                    conversations=scale.conversations, check=scale.check)
+    return CostTask(model=model, runtime=runtime,
+                    steps=scale.steps if steps is None else steps, clients=clients,
+                    pool=pool, frontend=a.frontend,
+                    max_model_len=context_limit(model, runtime, a.context),
+                    conversations=scale.conversations, check=scale.check, timing=a.timing,
+                    gpu=a.gpu, standby=a.standby,
+                    token_op=a.wo_cz_write if runtime == "patton-wo-cz" else None)

@@ -15,15 +15,17 @@ from pathlib import Path
 from typing import Any
 
 from patton.eval.figures import drawing, tables
+from patton.eval.assumptions import PAPER as PAPER_ASSUMPTIONS
+from patton.eval.assumptions import Assumptions
 from patton.eval.figures.common import (
     STACK,
     Pairs,
+    Runs,
     components,
     cost_task,
-    costs,
     geomean,
-    need,
     ratio,
+    results,
     stack,
 )
 from patton.eval.figures.figure import Figure
@@ -47,26 +49,32 @@ PAPER: dict[str, dict[str, float]] = {
 RUNTIMES = ("patton", *BASELINES)
 
 
-def tasks(scale: Scale) -> list[Task]:
-    """Every runtime serving every model's workload, on the scale's front end."""
-    return [cost_task(scale, m, r, scale.fig7_frontend) for m in scale.models for r in RUNTIMES]
+def tasks(scale: Scale, assumptions: Assumptions | None = None,
+          steps: int | None = None) -> list[Task]:
+    """Every runtime serving every model's workload under the scale's assumptions (or
+    ``assumptions``), for the scale's steps (or ``steps``)."""
+    return [cost_task(scale, m, r, assumptions, steps=steps) for m in scale.models
+            for r in RUNTIMES]
 
 
-def derive(pairs: Pairs, scale: Scale) -> dict[str, Any]:
-    """Fig. 7's record over the scale's models (see the module docstring)."""
-    return record(pairs, scale.models, scale.fig7_frontend)
+def derive(pairs: Pairs, scale: Scale, assumptions: Assumptions | None = None,
+           steps: int | None = None) -> dict[str, Any]:
+    """Fig. 7's record over the scale's models (see the module docstring) from the results
+    of :func:`tasks` with the same arguments."""
+    a = scale.assumptions if assumptions is None else assumptions
+    return record(results(pairs, scale, scale.models, RUNTIMES, a, "fig7", steps),
+                  scale.models, a)
 
 
-def record(pairs: Pairs, models: tuple[str, ...] | list[str],
-           frontend: str = "shared") -> dict[str, Any]:
-    """Fig. 7's record over ``models`` from the cost tasks on ``frontend``."""
-    by_model = costs(pairs, frontend)
+def record(by_model: Runs, models: tuple[str, ...] | list[str],
+           assumptions: Assumptions = PAPER_ASSUMPTIONS) -> dict[str, Any]:
+    """Fig. 7's record over ``models`` from each model's runs (model -> runtime -> cost)
+    under ``assumptions``."""
     per_model: dict[str, Any] = {}
     speed: dict[str, list[float | None]] = {b: [] for b in BASELINES}
     gain: dict[str, list[float | None]] = {b: [] for b in BASELINES}
     for m in models:
-        runs = by_model.get(m, {})
-        need(runs, m, RUNTIMES, "fig7")
+        runs = by_model[m]
         latency = {r: stack(runs[r], "seconds") for r in RUNTIMES}
         energy = {r: stack(runs[r], "joules") for r in RUNTIMES}
         lat_p, en_p = sum(latency["patton"].values()), sum(energy["patton"].values())
@@ -101,7 +109,8 @@ def record(pairs: Pairs, models: tuple[str, ...] | list[str],
     speedup["all"] = geomean(speedup.values())
     energy_gain["all"] = geomean(energy_gain.values())
     return {"speedup": speedup, "energy_gain": energy_gain, "models": list(models),
-            "frontend": frontend, "per_model": per_model}
+            "frontend": assumptions.frontend, "assumptions": assumptions.as_dict(),
+            "per_model": per_model}
 
 
 def summary(rec: dict[str, Any]) -> str:

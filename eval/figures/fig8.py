@@ -15,16 +15,18 @@ from pathlib import Path
 from typing import Any
 
 from patton.eval.figures import drawing, tables
+from patton.eval.assumptions import PAPER as PAPER_ASSUMPTIONS
+from patton.eval.assumptions import Assumptions
 from patton.eval.figures.common import (
     PARTS,
     Pairs,
+    Runs,
     components,
     cost_task,
-    costs,
     geomean,
-    need,
     ratio,
     reduction,
+    results,
 )
 from patton.eval.figures.figure import Figure
 from patton.eval.plan import Scale
@@ -50,29 +52,38 @@ LABELS = {"latency_reduction_vs_wo_cz": "attention latency reduction vs PATTON-w
           "energy_reduction_vs_blockpim": "attention energy reduction vs BlockPIM"}
 
 
-def tasks(scale: Scale) -> list[Task]:
-    """The three runtimes serving every Fig. 8 model's workload on both front ends."""
-    return [cost_task(scale, m, r, f) for f in FRONTENDS for m in scale.fig8_models
-            for r in RUNTIMES]
+def tasks(scale: Scale, assumptions: Assumptions | None = None, steps: int | None = None,
+          frontends: tuple[str, ...] = FRONTENDS) -> list[Task]:
+    """The three runtimes serving every Fig. 8 model's workload on ``frontends`` (both by
+    default), under the scale's assumptions (or ``assumptions``) but for the front end."""
+    a = scale.assumptions if assumptions is None else assumptions
+    return [cost_task(scale, m, r, a.with_(frontend=f), steps=steps) for f in frontends
+            for m in scale.fig8_models for r in RUNTIMES]
 
 
-def derive(pairs: Pairs, scale: Scale) -> dict[str, Any]:
-    """Fig. 8's record over the scale's Fig. 8 models (see the module docstring)."""
-    return record(pairs, scale.fig8_models)
+def derive(pairs: Pairs, scale: Scale, assumptions: Assumptions | None = None,
+           steps: int | None = None, frontends: tuple[str, ...] = FRONTENDS) -> dict[str, Any]:
+    """Fig. 8's record over the scale's Fig. 8 models (see the module docstring) from the
+    results of :func:`tasks` with the same arguments."""
+    a = scale.assumptions if assumptions is None else assumptions
+    runs = {f: results(pairs, scale, scale.fig8_models, RUNTIMES, a.with_(frontend=f),
+                       f"fig8 ({f})", steps) for f in frontends}
+    return record(runs, scale.fig8_models, a)
 
 
-def record(pairs: Pairs, models: tuple[str, ...] | list[str]) -> dict[str, Any]:
-    """Fig. 8's record over ``models``: one entry per front end (attention only)."""
+def record(by_frontend: dict[str, Runs], models: tuple[str, ...] | list[str],
+           assumptions: Assumptions = PAPER_ASSUMPTIONS) -> dict[str, Any]:
+    """Fig. 8's record over ``models``: one entry per front end of ``by_frontend`` (front
+    end -> model -> runtime -> cost), attention only, under ``assumptions`` (but for the
+    front end)."""
     out: dict[str, Any] = {}
     per_model: dict[str, Any] = {}
-    for f in FRONTENDS:
-        by_model = costs(pairs, f)
+    for f, by_model in by_frontend.items():
         g: dict[str, list[float | None]] = {k: [] for k in ("lat_cz", "en_cz", "vw", "lat_bp",
                                                             "en_bp")}
         per_model[f] = {}
         for m in models:
-            runs = by_model.get(m, {})
-            need(runs, m, RUNTIMES, f"fig8 ({f})")
+            runs = by_model[m]
             parts = {r: {p: float(runs[r]["parts"][p]["seconds"]) for p in PARTS}
                      for r in RUNTIMES}
             joules = {r: {p: float(runs[r]["parts"][p]["joules"]) for p in PARTS}
@@ -100,6 +111,7 @@ def record(pairs: Pairs, models: tuple[str, ...] | list[str]) -> dict[str, Any]:
                   "latency_reduction_vs_blockpim": reduction(geomean(g["lat_bp"])),
                   "energy_reduction_vs_blockpim": reduction(geomean(g["en_bp"]))}
     out["models"] = list(models)
+    out["assumptions"] = {k: v for k, v in assumptions.as_dict().items() if k != "frontend"}
     out["per_model"] = per_model
     return out
 

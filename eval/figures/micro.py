@@ -25,9 +25,12 @@ PAPER: dict[str, float] = {"cz_activation_reduction": 12.6, "fragmentation_laten
 
 
 def tasks(scale: Scale) -> list[Task]:
-    """The fragmented reduction and the Value-write batch at the scale's size."""
-    return [FragmentationTask(),
-            ValueWriteTask(requests=scale.value_write_requests, steps=scale.value_write_steps)]
+    """The fragmented reduction and the Value-write batch at the scale's size, on the
+    assumptions' timing profile and front end."""
+    a = scale.assumptions
+    return [FragmentationTask(timing=a.timing),
+            ValueWriteTask(requests=scale.value_write_requests, steps=scale.value_write_steps,
+                           timing=a.timing, frontend=a.frontend)]
 
 
 def derive(pairs: Pairs, scale: Scale) -> dict[str, Any]:
@@ -55,7 +58,7 @@ def record(pairs: Pairs) -> dict[str, Any]:
                 "energy_gain_vs_w_mem": float(over_mem["energy_nj"]),
                 "energy_gain_vs_wr_abk": float(over_abk["energy_nj"]),
                 "paths": {k: vw[k] for k in ("cz", "no_cz_mem", "no_cz_abk")}},
-            "fragmentation": frag}
+            "fragmentation": frag, "timing": task.timing}
 
 
 def summary(rec: dict[str, Any]) -> str:

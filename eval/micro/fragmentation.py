@@ -12,6 +12,7 @@ import numpy as np
 from patton.sim.cycle_model import CycleModel
 from patton.sim.energy import energy
 from patton.sim.isa import Instruction, Opcode, channel_bit
+from patton.sim.timing import DEFAULT_PROFILE
 
 __all__ = ["program", "measure"]
 
@@ -37,7 +38,8 @@ def program(fragments: int, channels: int, with_gb: bool = True) -> list[Instruc
     return prog
 
 
-def measure(fragments: int, channels: int, with_gb: bool = True) -> tuple[int, float]:
-    """Return (cycles, energy nJ) of :func:`program`."""
-    r = CycleModel().run(program(fragments, channels, with_gb))
+def measure(fragments: int, channels: int, with_gb: bool = True,
+            timing: str = DEFAULT_PROFILE) -> tuple[int, float]:
+    """Return (cycles, energy nJ) of :func:`program` under the ``timing`` profile."""
+    r = CycleModel(timing=timing).run(program(fragments, channels, with_gb))
     return r.cycles, energy(r.command_counts, r.bank_state_cycles, r.cycles).total

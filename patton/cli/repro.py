@@ -1,8 +1,8 @@
 """``patton repro``: run the paper's evaluation and put it next to the paper's numbers.
 
-``patton repro fig7|fig8|fig9|micro|all [--quick] [--out DIR] [--workers N] [--json]
-[--ray ADDRESS] [--steps N] [--models M,M] [--frontend shared|per_channel]
-[--check|--no-check] [--progress|--no-progress] [--resume]``
+``patton repro fig7|fig8|fig9|micro|sensitivity|all [--quick] [--out DIR] [--workers N]
+[--json] [--ray ADDRESS] [--steps N] [--models M,M] [--assume AXIS=VALUE ...]
+[--frontend shared|per_channel] [--check|--no-check] [--progress|--no-progress] [--resume]``
     Run the figure's configurations (each an independent task: local worker processes, or Ray
     remote tasks with ``--ray``), then write ``repro.json`` (the figure records), ``repro.md``
     (tables side by side with the paper) and the PNG plots into ``--out`` (default
@@ -10,8 +10,9 @@
     else on stdout. ``--quick``: 100 steps and two models, every program verified (the
     pipeline check); the default is the paper's scale (> 10,000 steps per configuration, the
     four models). ``--steps`` overrides the serving runs' steps, ``--check``/``--no-check``
-    whether Fig. 7/8's programs are verified, ``--frontend`` Fig. 7's cycle-model front end
-    (the paper's figure: ``shared``). Every finished task is kept in ``DIR/tasks/``
+    whether Fig. 7/8's programs are verified. ``--assume AXIS=VALUE`` changes one of the
+    evaluation's assumptions from the paper configuration (:mod:`patton.eval.assumptions`;
+    ``--frontend F`` is ``--assume frontend=F``). Every finished task is kept in ``DIR/tasks/``
     (:mod:`patton.eval.store`); ``--resume`` takes the ones the same code computed from there.
 
 Bad options and an unwritable ``--out`` are reported as ``error: ...`` on stderr with exit
@@ -32,6 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from patton.cli.options import integer
+from patton.eval.assumptions import AXES, PAPER, parse
 from patton.eval.figures import FIGURES, NAMES
 from patton.eval.paper import MODELS as MODEL_NAMES
 from patton.eval.plan import FULL, QUICK
@@ -74,9 +76,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--models", default=None, metavar="M,M",
                    help=f"the models of Fig. 7 and 8 (default: the paper's four; known: "
                         f"{', '.join(MODEL_NAMES)})")
-    p.add_argument("--frontend", choices=FRONTENDS, default="shared",
-                   help="the cycle-model front end of Fig. 7's runs (default shared: the "
-                        "public simulator's one decoder; per_channel: one per channel; "
+    p.add_argument("--assume", action="append", default=[], metavar="AXIS=VALUE",
+                   help="change one assumption from the paper configuration (repeatable); "
+                        + "; ".join(f"{a.name}: {'|'.join(a.values)} (paper {a.paper})"
+                                    for a in AXES.values()))
+    p.add_argument("--frontend", choices=FRONTENDS, default=None,
+                   help="the cycle-model front end of the headline runs (--assume "
+                        "frontend=...; default shared: the public simulator's one decoder; "
                         "Fig. 8 always runs both)")
     p.add_argument("--check", action=argparse.BooleanOptionalAction, default=None,
                    help="verify every program of the Fig. 7/8 runs (the cost run's check; "
@@ -136,6 +142,15 @@ def repro(args: argparse.Namespace) -> int:
             if bad or not models:
                 raise UsageError(f"--models: unknown model(s) {', '.join(bad) or '(none)'}; "
                                  f"known: {', '.join(MODEL_NAMES)}")
+        assumed = list(args.assume)
+        if args.frontend is not None:
+            if any(a.startswith("frontend=") for a in assumed):
+                raise UsageError("--frontend and --assume frontend=... both given")
+            assumed.append(f"frontend={args.frontend}")
+        try:
+            assumptions = parse(assumed)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
         check_out(out)
     except UsageError as e:
         return _error(str(e))
@@ -146,7 +161,7 @@ def repro(args: argparse.Namespace) -> int:
         scale = scale.with_(models=models, fig8_models=models)
     if args.check is not None:
         scale = scale.with_(check=args.check)
-    scale = scale.with_(fig7_frontend=args.frontend)
+    scale = scale.with_(assumptions=assumptions)
     show = args.progress if args.progress is not None else sys.stderr.isatty()
     start = time.perf_counter()
     try:
@@ -167,8 +182,11 @@ def repro(args: argparse.Namespace) -> int:
     print(f"repro       {', '.join(figures)} in {seconds:.1f} s "
           f"({'quick' if args.quick else 'full'}: {scale.steps:,} steps per cost run, "
           f"{scale.fig9_steps:,} per Fig. 9 run)")
-    for f, rec in records.items():
-        print(f"{f:<11} {FIGURES[f].summary(rec)}")
+    changed = assumptions.differs(PAPER)
+    print("assumptions " + ("the paper configuration" if not changed else ", ".join(
+        f"{a}={getattr(assumptions, a)}" for a in changed) + " (else the paper configuration)"))
+    for f in figures:
+        print(f"{f:<11} {FIGURES[f].summary(records[f])}")
     print("wrote       " + ", ".join(os.fspath(p) for p in files))
     return 0
 
@@ -183,7 +201,9 @@ def _argv(args: argparse.Namespace) -> list[str]:
         out += ["--models", args.models]
     if args.check is not None:
         out.append("--check" if args.check else "--no-check")
-    if args.frontend != "shared":
+    for a in args.assume:
+        out += ["--assume", a]
+    if args.frontend is not None:
         out += ["--frontend", args.frontend]
     if args.workers != DEFAULT_WORKERS:
         out += ["--workers", str(args.workers)]
