@@ -59,15 +59,16 @@ AXES: dict[str, Axis] = {a.name: a for a in (
          {"aimsim-2eb1ee0": "the timing rules at 2eb1ee0 (CENT's pinned commit)",
           "aimsim-0f28a07": "the timing rules at 0f28a07 (the simulator's head)"}),
     Axis("wo_cz_write", ("mem", "abk"), "mem",
-         "undecidable: §3.3 and §4.4 say a partial block written straight to O1V \"would "
-         "activate all eight rows for every single token Value write\", true of both "
-         "commands; chosen: per-bank W MEM, the only reading under which the Commit Zone "
-         "speeds Value writes up at all (§5.4's premise; with WR_ABK it slows them)",
+         "undecidable: §4.4 says a partial block written straight to O1V \"would activate all "
+         "eight rows for every single token Value write\" (§3.2.2: \"each activation writes "
+         "only one element per bank\"), true of both commands; chosen: per-bank W MEM, as "
+         "against WR_ABK the Commit Zone makes Value writes slower, which contradicts §5.4's "
+         "5x faster",
          {"mem": "PATTON-wo-CZ writes a Value token by one masked W MEM per bank and row",
           "abk": "PATTON-wo-CZ writes it by one WR_ABK per row (ACT16 + WRA16, all banks)"}),
     Axis("cz_read", ("order0",), "order0",
-         "§4.4: a request's partial Value block is read from its Commit Zone slot by its own "
-         "Order-0 reduction; no other reading is implemented",
+         "§4.4: \"Partial Value blocks participate in decode stage SV directly from their CZ "
+         "slots, with each Order-0 initialized, executed, and retrieved separately\"",
          {"order0": "SV reads a Commit Zone block by its own Order-0 MAC run"}),
     Axis("standby", ("cent", "per_channel"), "cent",
          "§5.2: the simulator's \"per-channel command counts ... are subsequently used to "

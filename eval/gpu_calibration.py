@@ -54,10 +54,11 @@ from patton.eval.gpu_cost import (
     Shape,
     _chunks,
     _measure,
+    csv_table,
     recompute_cost,
 )
 from patton.runtime.models import MODELS, ModelSpec
-from patton.sim.textfile import ReadError, content, decimal, read_lines
+from patton.sim.textfile import ReadError, decimal
 
 __all__ = ["GPU_MODELS", "gpu_model", "CalibratedCost", "Fit", "fit", "report", "Profile",
            "ProfileError", "read", "profiles", "FILES", "SOURCE", "MEASURED_ON",
@@ -161,35 +162,24 @@ def read(path: str | os.PathLike[str]) -> list[Profile]:
             ``n_head`` not of ``n_kv_head``), more than one tensor-parallel worker, no rows.
     """
     source = os.fspath(path)
-    lines = read_lines(path, ProfileError, "Vidur profile")
-    header: list[str] | None = None
+
+    def check_header(fields: list[str], source: str, no: int) -> list[str]:
+        missing = [c for c in _COLUMNS if c not in fields]
+        if missing:
+            raise ProfileError(source, no, f"missing column(s) {', '.join(missing)} (is the "
+                                           f"header line missing?)")
+        return fields
+
+    table = csv_table(path, ProfileError, "Vidur profile", check_header,
+                      "Vidur's mlp.csv columns")
     out: list[Profile] = []
-    for no, raw in enumerate(lines, 1):
+    for no, values in table.rows:
         try:
-            text = content(raw).strip()
+            out.append(_profile(values, source, no))
         except ValueError as failure:
             raise ProfileError(source, no, str(failure)) from None
-        if not text:
-            continue
-        fields = [t.strip() for t in text.split(",")]
-        if header is None:
-            missing = [c for c in _COLUMNS if c not in fields]
-            if missing:
-                raise ProfileError(source, no, f"missing column(s) {', '.join(missing)} (is "
-                                   f"the header line missing?)")
-            header = fields
-            continue
-        if len(fields) != len(header):
-            raise ProfileError(source, no, f"{len(fields)} field(s), the header has "
-                               f"{len(header)}")
-        try:
-            out.append(_profile(dict(zip(header, fields)), source, no))
-        except ValueError as failure:
-            raise ProfileError(source, no, str(failure)) from None
-    if header is None:
-        raise ProfileError(source, max(1, len(lines)), "no header line")
     if not out:
-        raise ProfileError(source, max(1, len(lines)), "no rows after the header")
+        raise ProfileError(source, table.header_line, "no rows after the header")
     return out
 
 

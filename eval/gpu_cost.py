@@ -27,7 +27,7 @@ import math
 import os
 import re
 from bisect import bisect_right
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -36,7 +36,7 @@ from patton.sim.textfile import ReadError, content, decimal, read_lines, write_t
 
 __all__ = ["Chunk", "Gpu", "GPUS", "Shape", "SHAPES", "Cost", "PrefillCost", "AnalyticCost",
            "CostTableError", "OutOfTable", "Row", "MeasuredCost", "recompute_cost",
-           "attention_pairs"]
+           "attention_pairs", "CsvTable", "csv_table"]
 
 #: ``(new_tokens, context_tokens)`` of one request in one step.
 Chunk = tuple[int, int]
@@ -475,25 +475,11 @@ class MeasuredCost:
                 non-numeric, negative or non-finite field, and any invariant of the class.
         """
         source = os.fspath(path)
-        lines = read_lines(path, CostTableError, "measured cost table")
-        header: list[str] | None = None
-        header_line = max(1, len(lines))
+        table = csv_table(path, CostTableError, "measured cost table", _header,
+                          "tokens,ms,joules with an optional context_tokens column")
+        header, header_line = table.header, table.header_line
         rows: list[Row] = []
-        for no, raw in enumerate(lines, 1):
-            try:
-                text = content(raw).strip()
-            except ValueError as failure:
-                raise CostTableError(source, no, str(failure)) from None
-            if not text:
-                continue
-            fields = [t.strip() for t in text.split(",")]
-            if header is None:
-                header, header_line = _header(fields, source, no), no
-                continue
-            if len(fields) != len(header):
-                raise CostTableError(source, no, f"{len(fields)} field(s), the header has "
-                                     f"{len(header)} ({','.join(header)})")
-            values = dict(zip(header, fields))
+        for no, values in table.rows:
             try:
                 rows.append(Row(decimal(values["tokens"], "tokens"),
                                 decimal(values.get("context_tokens", "0"), "context_tokens"),
@@ -501,9 +487,6 @@ class MeasuredCost:
                                                                        "joules"), no))
             except ValueError as failure:
                 raise CostTableError(source, no, str(failure)) from None
-        if header is None:
-            raise CostTableError(source, header_line, "no header line (expected "
-                                 "tokens,ms,joules with an optional context_tokens column)")
         return cls(rows, source, has_context="context_tokens" in header,
                    header_line=header_line)
 
@@ -575,6 +558,51 @@ class MeasuredCost:
 def _listing(grid: Sequence[int]) -> str:
     return ",".join(map(str, grid)) if len(grid) <= 8 else \
         f"{','.join(map(str, grid[:4]))},...,{grid[-1]}"
+
+
+@dataclass(frozen=True, slots=True)
+class CsvTable:
+    """A CSV file's header (its line) and rows (each ``(line, {column: field})``)."""
+
+    header: list[str]
+    header_line: int
+    rows: list[tuple[int, dict[str, str]]]
+
+
+def csv_table(path: str | os.PathLike[str], error: type[ReadError], what: str,
+              check_header: Callable[[list[str], str, int], list[str]],
+              expected: str) -> CsvTable:
+    """Read a comma-separated table: UTF-8, ``#`` comments, blank lines skipped, the first line
+    with content the header (``check_header(fields, source, line)`` returns it or raises
+    ``error``), then one row per line with one field per column.
+
+    Raises:
+        error: ``file:line: reason``: the file cannot be read or is not UTF-8, no header
+            (``expected`` says what it should hold), a wrong field count.
+    """
+    source = os.fspath(path)
+    lines = read_lines(path, error, what)
+    header: list[str] | None = None
+    header_line = max(1, len(lines))
+    rows: list[tuple[int, dict[str, str]]] = []
+    for no, raw in enumerate(lines, 1):
+        try:
+            text = content(raw).strip()
+        except ValueError as failure:
+            raise error(source, no, str(failure)) from None
+        if not text:
+            continue
+        fields = [t.strip() for t in text.split(",")]
+        if header is None:
+            header, header_line = check_header(fields, source, no), no
+            continue
+        if len(fields) != len(header):
+            raise error(source, no, f"{len(fields)} field(s), the header has {len(header)} "
+                                    f"({','.join(header)})")
+        rows.append((no, dict(zip(header, fields))))
+    if header is None:
+        raise error(source, header_line, f"no header line (expected {expected})")
+    return CsvTable(header, header_line, rows)
 
 
 def _header(fields: list[str], source: str, no: int) -> list[str]:

@@ -486,7 +486,6 @@ def _hits(task: HitTask, progress: Progress | None) -> dict[str, Any]:
         progress(task.steps - served.meter.steps // 64 * 64)  # what Meter has not reported
     out = served.report()
     out["num_blocks"] = served.params.num_blocks
-    out["ceiling"] = served.run.ceiling(served.params.block_size)
     return out
 
 

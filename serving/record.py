@@ -84,19 +84,6 @@ class Run:
                       preemptions=sum(len(s.preempted) for s in self.steps),
                       recomputed_tokens=sum(r.recomputed_tokens for r in done))
 
-    def ceiling(self, block_size: int) -> float:
-        """The hit rate a prefix cache of unlimited capacity would give the finished requests:
-        each hits every full block of what its previous turn computed (``history``), up to
-        the engine's cap of ``(prompt_tokens - 1) // block_size`` blocks
-        (:mod:`patton.serving.kv_cache`); a first turn hits nothing. 0.0 with no prompt
-        tokens.
-        """
-        done = [r for r in self.requests.values() if r.finish_step is not None]
-        prompt = sum(r.prompt_tokens for r in done)
-        best = sum(min(r.history // block_size, (r.prompt_tokens - 1) // block_size)
-                   * block_size for r in done)
-        return best / prompt if prompt else 0.0
-
     def as_dict(self) -> dict[str, Any]:
         """Return the run as plain JSON data (the body of a golden file).
 

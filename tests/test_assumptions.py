@@ -121,3 +121,12 @@ def test_assume_on_the_command_line(tmp_path, capsys):
         assert main(["repro", "micro", "--out", str(tmp_path), *argv]) == 2
         err = capsys.readouterr().err
         assert message in err and "Traceback" not in err
+
+
+def test_the_docs_table_lists_every_axis_as_the_code_does():
+    from pathlib import Path
+
+    text = (Path(__file__).parents[1] / "docs" / "evaluation.md").read_text(encoding="utf-8")
+    for a in AXES.values():
+        values = ", ".join(f"`{v}`" for v in a.values)
+        assert f"| `{a.name}` | {values} | **`{a.paper}`** | {a.decided_by} |" in text, a.name

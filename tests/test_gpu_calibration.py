@@ -12,6 +12,7 @@ import pytest
 from patton.eval import gpu_calibration as cal
 from patton.eval.gpu_cost import AnalyticCost, PrefillCost, recompute_cost
 from patton.runtime.models import MODELS
+from test_gpu_cost import _covering
 
 LLAMA = cal.CalibratedCost(MODELS["llama3-8b"])
 OPT = cal.CalibratedCost(MODELS["opt-6.7b"])
@@ -168,14 +169,7 @@ def test_order_independent() -> None:
 def test_recompute_never_negative_when_total_covers_required() -> None:
     rng = random.Random(7)
     for _ in range(200):
-        required, total = [], []
-        for _ in range(rng.randint(0, 6)):
-            new, ctx = rng.randint(0, 600), rng.randint(0, 3000)
-            required.append((new, ctx))
-            lost = rng.randint(0, ctx)
-            total.append((new + lost + rng.randint(0, 50), ctx - lost))
-        total += [(rng.randint(0, 2000), rng.randint(0, 2000)) for _ in range(rng.randint(0, 3))]
-        rng.shuffle(total)
+        total, required = _covering(rng)
         for model in (LLAMA, OPT):
             rec = recompute_cost(model, total, required)
             assert rec.seconds >= 0 and rec.joules >= 0

@@ -4,7 +4,8 @@ Every figure's quick configurations: Fig. 7's ten (Llama-3-8B and OPT-6.7B, PATT
 four baselines) and Fig. 8's (PATTON, PATTON-wo-CZ and BlockPIM on both front ends), each a
 real serving run costed on the cycle model with its replayed side run (every program
 verified, attention bit-exact on the functional model); Fig. 9's hit-rate runs; the
-microbenchmarks; through the real runner (two worker processes), figures, plots and tables.
+microbenchmarks; the sensitivity (every combination of the assumptions' values, each run's
+side run checked); through the real runner (two worker processes), figures, plots and tables.
 """
 
 from __future__ import annotations
@@ -12,6 +13,9 @@ from __future__ import annotations
 import json
 
 import pytest
+
+from patton.eval.assumptions import AXES, PAPER
+from patton.eval.figures import sensitivity
 
 from patton.cli import main
 
@@ -37,14 +41,33 @@ def test_quick_all_end_to_end(tmp_path, capsys):
         assert set(records["fig8"][front]) >= {"latency_reduction_vs_wo_cz",
                                                "value_write_speedup_vs_wo_cz"}
     assert set(records["fig9"]) >= {"normal", "pressure", "pressure_live_tokens"}
+    for load in ("normal", "pressure"):  # no runtime above the load's perfect-cache ceiling
+        hits = records["fig9"][load]
+        assert 0 < hits["gpu"] <= hits["ceiling"] <= 1, load
     assert records["micro"]["fragmentation_latency"] > 1
+    # the assumptions the figures ran under, the GPU model's calibration
+    assert records["assumptions"] == PAPER.as_dict() == fig7["assumptions"]
+    assert [a["axis"] for a in records["axes"]] == list(AXES)
+    gpu = records["gpu_model"]
+    assert gpu["source"] and gpu["points"] > 5000
+    assert 0 < gpu["mean_rel_error"] <= gpu["max_rel_error"] < 1
+    # the sensitivity: a row for every other value of every axis, each verified
+    sens = records["sensitivity"]
+    assert [(r["axis"], r["value"]) for r in sens["rows"][1:]] == [
+        (a.name, v) for a in AXES.values() for v in a.values if v != a.paper]
+    for row in [*sens["rows"], *sens["at_headline_steps"]["rows"], sens["closest"]]:
+        assert row["checked_programs"] > 0 and row["violations"] == row["mismatches"] == 0
+        assert all(row[k] is not None for k in sensitivity.HEADLINES), row
+    assert sens["rows"][0]["fig7_speedup_all"] == pytest.approx(fig7["speedup"]["all"])
+    assert sens["combinations"] == 64 and sens["closest"]["distance"] <= min(
+        r["distance"] for r in sens["rows"])
     # every cost configuration's side run: programs verified, attention bit-exact
     costs = [json.loads(f.read_text())["run"] for f in (out / "tasks").glob("cost_*.json")]
-    assert len(costs) == 10 + 4  # Fig. 7, and Fig. 8's wo-CZ and per-channel runs
+    assert len(costs) > 10 + 4  # Fig. 7, Fig. 8's wo-CZ and per-channel runs, sensitivity
     for run in costs:
         result = run["result"]
         assert result["checked_programs"] > 0, run["task"]
         assert result["violations"] == 0 and result["mismatches"] == 0, run["task"]
-    for name in ("fig7.png", "fig8.png", "fig9.png"):
+    for name in ("fig7.png", "fig8.png", "fig9.png", "sensitivity.png"):
         assert (out / name).stat().st_size > 0
     assert "4.27" in (out / "repro.md").read_text()

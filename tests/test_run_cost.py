@@ -139,17 +139,20 @@ def test_a_reference_of_another_workload_is_rejected():
         measure(DEMO, "llama3-8b", "patton", steps=5, reference=ref, **SMALL)
 
 
+def _plain(cost: run_cost.RunCost) -> dict:
+    """A cost's figures without its wall times (which differ run to run)."""
+    d = cost.as_dict()
+    d.pop("wall_seconds")
+    d.pop("seconds_by_phase")
+    return d
+
+
 @pytest.mark.parametrize("runtime", ["patton", "blockpim", "neupims"])
 def test_one_run_for_twin_models_and_both_front_ends_equals_separate_runs(monkeypatch, runtime):
     """OPT-6.7B and Qwen1.5-7B (one attention shape) on both front ends in one run: every
     (model, front end) cost is the separate run's, field for field; the twins' GPU pricing
     differs, their PIM parts do not."""
-    def plain(d):
-        d = d.as_dict()
-        d.pop("wall_seconds")
-        d.pop("seconds_by_phase")
-        return d
-
+    plain = _plain
     args = dict(steps=60, max_model_len=1024, **SMALL)
     models, frontends = ("opt-6.7b", "qwen1.5-7b"), ("shared", "per_channel")
     monkeypatch.setattr(run_cost, "_CACHES", {})
@@ -171,12 +174,7 @@ def test_one_run_for_twin_models_and_both_front_ends_equals_separate_runs(monkey
 def test_one_run_prices_every_timing_gpu_model_and_standby_as_separate_runs(monkeypatch):
     """Timing profiles, GPU models and standby accountings of one run: each view is the
     separate run's; ``cent`` standby is ``per_channel``'s over the channels, exactly."""
-    def plain(d):
-        d = d.as_dict()
-        d.pop("wall_seconds")
-        d.pop("seconds_by_phase")
-        return d
-
+    plain = _plain
     args = dict(steps=40, max_model_len=1024, **SMALL)
     timings, gpus, standbys = PROFILES, ("analytic", "calibrated"), ("per_channel", "cent")
     monkeypatch.setattr(run_cost, "_CACHES", {})

@@ -14,9 +14,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from patton.eval.figures import drawing, tables
 from patton.eval.assumptions import PAPER as PAPER_ASSUMPTIONS
 from patton.eval.assumptions import Assumptions
+from patton.eval.figures import drawing, tables
 from patton.eval.figures.common import (
     STACK,
     Pairs,
