@@ -56,6 +56,7 @@ from patton.eval.gpu_cost import (
     _measure,
     csv_table,
     recompute_cost,
+    total,
 )
 from patton.runtime.models import MODELS, ModelSpec
 from patton.sim.textfile import ReadError, decimal
@@ -469,17 +470,13 @@ class CalibratedCost:
         out: dict[str, Cost] = dict.fromkeys(self.OPS, ZERO)
         for op, (kernel, times) in self.kernels(chunks).items():
             t, a, mem = self.fit.times(kernel, g)
-            joules = g.tdp_w * (g.static_share * t + (1 - g.static_share)
-                                * (g.compute_share * a + (1 - g.compute_share) * mem))
-            out[op] = Cost(t * times, joules * times, kernel[1] * times, kernel[2] * times)
+            out[op] = Cost(t * times, g.joules(t, a, mem) * times, kernel[1] * times,
+                           kernel[2] * times)
         return out
 
     def step(self, chunks: Iterable[Chunk]) -> Cost:
         """Return the cost of one step whose prefill is ``chunks`` (see the class)."""
-        total = ZERO
-        for c in self.ops(chunks).values():
-            total = total + c
-        return total
+        return total(self.ops(chunks).values())
 
 
 def gpu_model(name: str, model: ModelSpec) -> PrefillCost:

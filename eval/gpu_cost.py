@@ -36,7 +36,7 @@ from patton.sim.textfile import ReadError, content, decimal, read_lines, write_t
 
 __all__ = ["Chunk", "Gpu", "GPUS", "Shape", "SHAPES", "Cost", "PrefillCost", "AnalyticCost",
            "CostTableError", "OutOfTable", "Row", "MeasuredCost", "recompute_cost",
-           "attention_pairs", "CsvTable", "csv_table"]
+           "attention_pairs", "CsvTable", "csv_table", "total"]
 
 #: ``(new_tokens, context_tokens)`` of one request in one step.
 Chunk = tuple[int, int]
@@ -83,6 +83,12 @@ class Gpu:
         for f in ("static_share", "compute_share"):
             if not 0 <= getattr(self, f) <= 1:
                 raise ValueError(f"Gpu.{f} must be in [0, 1], got {getattr(self, f)!r}")
+
+    def joules(self, t: float, a: float, m: float) -> float:
+        """The energy of an operation that takes ``t`` seconds, of which its FLOPs alone would
+        take ``a`` and its bytes alone ``m`` (the power model above)."""
+        return self.tdp_w * (self.static_share * t + (1 - self.static_share)
+                             * (self.compute_share * a + (1 - self.compute_share) * m))
 
     @property
     def flops_per_s(self) -> float:
@@ -173,6 +179,14 @@ def _combine(a: int | None, b: int | None, sign: int) -> int | None:
 
 
 ZERO = Cost(0.0, 0.0, 0, 0)
+
+
+def total(costs: Iterable[Cost]) -> Cost:
+    """The sum of ``costs``, in order (:data:`ZERO` for none)."""
+    out = ZERO
+    for c in costs:
+        out = out + c
+    return out
 
 
 @runtime_checkable
@@ -329,17 +343,12 @@ class AnalyticCost:
             a = flops / g.flops_per_s  # compute time
             m = nbytes / g.bytes_per_s  # memory time
             t = max(a, m)
-            joules = g.tdp_w * (g.static_share * t + (1 - g.static_share)
-                                * (g.compute_share * a + (1 - g.compute_share) * m))
-            out[op] = Cost(t, joules, flops, nbytes)
+            out[op] = Cost(t, g.joules(t, a, m), flops, nbytes)
         return out
 
     def step(self, chunks: Iterable[Chunk]) -> Cost:
         """Return the cost of one step whose prefill is ``chunks`` (see the class)."""
-        total = ZERO
-        for c in self.ops(chunks).values():
-            total = total + c
-        return total
+        return total(self.ops(chunks).values())
 
 
 # ------------------------------------------------------------------------------ measured

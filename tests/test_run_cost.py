@@ -408,3 +408,20 @@ def test_on_step_and_entry_point(capsys):
     assert main(["cost", "--conversations", str(DEMO_CONVERSATIONS), "--steps", "4",
                            "--runtime", "gpu"]) == 2
     assert "error: runtime 'gpu'" in capsys.readouterr().err
+    # the assumptions on the command line: the same run, priced as asked
+    argv = ["cost", "--conversations", str(DEMO_CONVERSATIONS), "--steps", "6", "--clients",
+            "2", "--pool", "2", "--runtime", "patton-wo-cz", "--json"]
+    assert main(argv) == 0
+    base = json.loads(capsys.readouterr().out)
+    assert main([*argv, "--timing", "aimsim-2eb1ee0", "--gpu", "calibrated", "--standby",
+                 "cent", "--wo-cz-write", "mem"]) == 0
+    other = json.loads(capsys.readouterr().out)
+    assert (base["timing"], base["gpu"], base["standby"]) == ("aimsim-0f28a07", "analytic",
+                                                              "per_channel")
+    assert (other["timing"], other["gpu"], other["standby"]) == ("aimsim-2eb1ee0",
+                                                                 "calibrated", "cent")
+    assert other["decode_tokens"] == base["decode_tokens"]
+    assert other["parts"]["v_write"]["cycles"] > base["parts"]["v_write"]["cycles"]
+    assert main(["cost", "--runtime", "patton", "--wo-cz-write", "mem", "--steps", "2",
+                 "--conversations", str(DEMO_CONVERSATIONS)]) == 2
+    assert "token_op applies" in capsys.readouterr().err

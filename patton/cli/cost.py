@@ -2,11 +2,14 @@
 
 ``patton cost [--model M] [--runtime R] [--steps N] [--clients C] [--pool P]
 [--conversations FILE] [--frontend shared|per_channel] [--max-model-len L]
-[--max-batched-tokens B] [--num-blocks N] [--check] [--replay] [--json]``
+[--max-batched-tokens B] [--num-blocks N] [--timing PROFILE] [--gpu analytic|calibrated]
+[--standby per_channel|cent] [--wo-cz-write abk|mem] [--check] [--replay] [--json]``
     Serve a conversation file (default: the first 300 ShareGPT conversations) with a PIM
     runtime attached and print its attention parts' cycles, time and energy on the cycle
     model and the GPU prefill recomputation it causes (:func:`patton.eval.cost.measure`,
-    against the GPU reference of :func:`patton.eval.cost.reference`).
+    against the GPU reference of :func:`patton.eval.cost.reference`). ``--timing``,
+    ``--gpu``, ``--standby`` and ``--wo-cz-write`` are the evaluation's assumptions
+    (``docs/evaluation.md``); the defaults are :func:`~patton.eval.cost.measure`'s.
 """
 
 from __future__ import annotations
@@ -17,10 +20,13 @@ import sys
 import time
 
 from patton.eval.cost import PARTS, measure, reference
+from patton.eval.gpu_calibration import GPU_MODELS
 from patton.runtime.models import MODELS
 from patton.serving import conversations as cv
 from patton.serving.clients import ClientError
 from patton.sim.cycle_model import FRONTENDS
+from patton.sim.energy import STANDBY
+from patton.sim.timing import DEFAULT_PROFILE, PROFILES
 
 __all__ = ["add_parser", "cost"]
 
@@ -50,6 +56,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                    help="tokens scheduled per step at most (default 2048)")
     p.add_argument("--num-blocks", type=int, default=None,
                    help="KV memory in blocks (default: the 16 GiB AiM device)")
+    p.add_argument("--timing", default=DEFAULT_PROFILE, choices=list(PROFILES),
+                   help=f"the cycle model's timing profile (default {DEFAULT_PROFILE})")
+    p.add_argument("--gpu", default="analytic", choices=list(GPU_MODELS),
+                   help="the GPU prefill model (default analytic; docs/gpu-cost.md)")
+    p.add_argument("--standby", default="per_channel", choices=list(STANDBY),
+                   help="how standby energy is counted (default per_channel; docs/energy.md)")
+    p.add_argument("--wo-cz-write", default=None, choices=("abk", "mem"),
+                   help="how patton-wo-cz writes a single Value token (default: the "
+                        "variant's, abk)")
     p.add_argument("--check", action="store_true", help="verify every program")
     p.add_argument("--replay", action="store_true",
                    help="also replay on the functional model, attention bit-exact (slow)")
@@ -71,7 +86,8 @@ def cost(a: argparse.Namespace) -> int:
         rc = measure(convs, a.model, a.runtime, steps=a.steps, frontend=a.frontend,
                      clients=a.clients, pool=a.pool, max_model_len=a.max_model_len,
                      max_batched_tokens=a.max_batched_tokens, reference=ref, check=a.check,
-                     num_blocks=a.num_blocks, replay=a.replay)
+                     num_blocks=a.num_blocks, replay=a.replay, timing=a.timing, gpu=a.gpu,
+                     standby=a.standby, token_op=a.wo_cz_write)
     except (ValueError, ClientError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
