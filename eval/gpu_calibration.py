@@ -285,15 +285,27 @@ class Fit:
         kind, flops, nbytes, rows = kernel
         fs, bs = gpu.peak_flops / MEASURED_ON.peak_flops, gpu.bandwidth / MEASURED_ON.bandwidth
         if kind == "stream":
-            m = nbytes / (self.stream_bandwidth * bs)
-            return self.stream_overhead + m, 0.0, m
+            return self.stream(nbytes, bs)
         if kind == "gemm":
-            # flops / C(rows); flops is 2 rows inner out, so this grows with rows
-            a = flops * (rows + self.gemm_half_rows) / (self.gemm_flops * fs * rows)
-        else:
-            a = flops / (gpu.peak_flops * ATTENTION_EFFICIENCY)
+            t, a, m = self.gemm(flops, nbytes, rows, fs, bs)
+            return float(t), a, m
+        a = flops / (gpu.peak_flops * ATTENTION_EFFICIENCY)
         m = nbytes / (self.gemm_bandwidth * bs)
         return self.gemm_overhead + max(a, m), a, m
+
+    def gemm(self, flops: Any, nbytes: Any, rows: Any, fs: float = 1.0,
+             bs: float = 1.0) -> tuple[Any, Any, Any]:
+        """``(t, a, m)`` of GEMMs (numbers or NumPy arrays alike), their rates scaled by
+        ``fs`` (compute) and ``bs`` (bandwidth) from the measured card's."""
+        # flops / C(rows); flops is 2 rows inner out, so this grows with rows
+        a = flops * (rows + self.gemm_half_rows) / (self.gemm_flops * fs * rows)
+        m = nbytes / (self.gemm_bandwidth * bs)
+        return self.gemm_overhead + np.maximum(a, m), a, m
+
+    def stream(self, nbytes: Any, bs: float = 1.0) -> tuple[Any, float, Any]:
+        """``(t, 0, m)`` of streaming kernels (numbers or NumPy arrays alike)."""
+        m = nbytes / (self.stream_bandwidth * bs)
+        return self.stream_overhead + m, 0.0, m
 
     def as_dict(self) -> dict[str, float]:
         """Return the parameters as plain JSON data (us, TFLOP/s, rows, TB/s)."""
@@ -344,11 +356,10 @@ def _points() -> _Points:
 
 
 def _model(f: Fit, pts: _Points) -> np.ndarray:
-    """The calibrated model's seconds at every point (as :meth:`Fit.times`, vectorised)."""
-    g = f.gemm_overhead + np.maximum(
-        pts.flops * (pts.rows + f.gemm_half_rows) / (f.gemm_flops * pts.rows),
-        pts.nbytes / f.gemm_bandwidth)
-    s = f.stream_overhead + pts.nbytes / f.stream_bandwidth
+    """The calibrated model's seconds at every point (:meth:`Fit.gemm` and
+    :meth:`Fit.stream` on the points' arrays)."""
+    g = f.gemm(pts.flops, pts.nbytes, pts.rows)[0]
+    s = f.stream(pts.nbytes)[0]
     return (np.where(pts.gemm == 1, g, s) * pts.present).sum(axis=1)
 
 

@@ -15,8 +15,8 @@ import sys
 
 import pytest
 from patton.eval import cost, paper, report, runner, tasks
-from patton.eval.assumptions import PAPER as PAPER_ASSUMPTIONS
 from patton.eval import repro as repro_lib
+from patton.eval.assumptions import PAPER as PAPER_ASSUMPTIONS
 from patton.eval.figures import FIGURES, NAMES, common, fig7, fig8, fig9, micro
 from patton.eval.figures import tasks as plan_tasks
 from patton.eval.plan import FULL, QUICK

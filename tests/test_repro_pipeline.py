@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from patton.eval.assumptions import AXES, PAPER
 from patton.eval.figures import sensitivity
 

@@ -22,6 +22,7 @@ import time
 from patton.eval.cost import PARTS, measure, reference
 from patton.eval.gpu_calibration import GPU_MODELS
 from patton.runtime.models import MODELS
+from patton.runtime.patton.lifecycle import TOKEN_OPS
 from patton.serving import conversations as cv
 from patton.serving.clients import ClientError
 from patton.sim.cycle_model import FRONTENDS
@@ -62,7 +63,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                    help="the GPU prefill model (default analytic; docs/gpu-cost.md)")
     p.add_argument("--standby", default="per_channel", choices=list(STANDBY),
                    help="how standby energy is counted (default per_channel; docs/energy.md)")
-    p.add_argument("--wo-cz-write", default=None, choices=("abk", "mem"),
+    p.add_argument("--wo-cz-write", default=None, choices=list(TOKEN_OPS),
                    help="how patton-wo-cz writes a single Value token (default: the "
                         "variant's, abk)")
     p.add_argument("--check", action="store_true", help="verify every program")
