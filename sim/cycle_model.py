@@ -47,6 +47,7 @@ from patton.sim.controller import NEVER, ChannelController, Issue, Kind, Request
 from patton.sim.device import AF_ROW_BASE, DEVICE, Device
 from patton.sim.isa import CFR_RESET, Cfr, Command, Instruction, Opcode
 from patton.sim.program import OP_ID, Program
+from patton.sim.protocol import column_limits
 from patton.sim.schedule import TimedCommand
 from patton.sim.timing import DEFAULT_PROFILE, Timing, timing_table
 
@@ -289,6 +290,7 @@ class _Run:
         self.finished = False
         self.progress = False
         self.cfr = {c: state.cfr[c] for c in Cfr}
+        self.col_limit = column_limits(dev)  # a request's column wraps at its command's
         starts = _starts(state)
         self.controllers = []
         for m in _groups(starts, model.group):
@@ -422,8 +424,9 @@ class _Run:
         ok = True
         targets = self._targets(ins.channels())
         final = int(info.final)
+        wrap = self.col_limit[final]
         for i in range(ins.columns):
-            col = first_col + i if first_col >= 0 else -1
+            col = -1 if first_col < 0 else (first_col + i) % wrap if wrap else first_col + i
             for ctl in targets:
                 req = Request(kind, final, bank, row, col, info.reg_mode, info.blocking,
                               reader, ins, i, banks_per_group, cfr, pos)
@@ -450,9 +453,10 @@ class _Run:
         cfr = self.cfr_at[pos]
         kind, bank, row, first_col, reader = _fields(ins, cfr)
         final = int(info.final)
+        wrap = self.col_limit[final]
         ok = True
         for i in range(ins.columns):
-            col = first_col + i if first_col >= 0 else -1
+            col = -1 if first_col < 0 else (first_col + i) % wrap if wrap else first_col + i
             req = Request(kind, final, bank, row, col, info.reg_mode, info.blocking, reader,
                           ins, i, banks_per_group, cfr, pos)
             ok &= self._send(ctl, req, k)

@@ -412,7 +412,8 @@ class FunctionalModel:
     def _mac16(self, st: ChannelState, cmd: Command, a: _Args) -> None:
         self._mac_columns([st], a.row, slice(a.col, a.col + 1))
 
-    def _mac_columns(self, states: list[ChannelState], row: int, cols: slice) -> None:
+    def _mac_columns(self, states: list[ChannelState], row: int,
+                     cols: slice | np.ndarray) -> None:
         """Apply MAC16 for each column of ``cols`` in turn, in every channel of ``states``.
 
         The caller has checked that ``row`` is open in all banks of these channels. Channels
@@ -438,7 +439,7 @@ class FunctionalModel:
     def _ewmul16(self, st: ChannelState, cmd: Command, a: _Args) -> None:
         self._ewmul_columns(st, a.row, slice(a.col, a.col + 1))
 
-    def _ewmul_columns(self, st: ChannelState, row: int, cols: slice) -> None:
+    def _ewmul_columns(self, st: ChannelState, row: int, cols: slice | np.ndarray) -> None:
         """Apply EWMUL16 to every column of ``cols`` (columns are independent).
 
         The caller has checked that ``row`` is open in all banks.
@@ -551,11 +552,14 @@ class FunctionalModel:
         states = {c: self._channel(c) for c in channels}
         first, count = inst.start_col, inst.columns
         needs_col = final in COLUMN
+        columns: slice | np.ndarray = slice(first, first + count)
         if needs_col:
             limit = protocol.column_limit(self.device, final)
-            if count < 1 or first < 0 or first + count > limit:
+            if count < 1 or not 0 <= first < limit:
                 raise ProtocolError(f"{op.value}: columns {first}..{first + count - 1} "
-                                    f"outside 0..{limit - 1}")
+                                    f"start outside 0..{limit - 1}")
+            if first + count > limit:  # past the row: the bus column wraps (bus_column)
+                columns = (first + np.arange(count)) % limit
         if final in BANK_ROW_COMMANDS:
             self._check_bank(inst.bank)
         if final in BANK_ROW_COMMANDS or final in ALL_ROWS_COMMANDS - {Command.AF16}:
@@ -572,16 +576,16 @@ class FunctionalModel:
         if final is Command.MAC16:  # all channels and columns in one vectorised pass
             for c in channels:
                 self._prepare(c, states[c], final, None, inst.row)
-            self._mac_columns(list(states.values()), inst.row, slice(first, first + count))
+            self._mac_columns(list(states.values()), inst.row, columns)
             return
         if final is Command.EWMUL16:  # columns are independent: one pass per channel
             for c in channels:
                 self._prepare(c, states[c], final, None, inst.row)
-                self._ewmul_columns(states[c], inst.row, slice(first, first + count))
+                self._ewmul_columns(states[c], inst.row, columns)
             return
         ranks = {c: k for k, c in enumerate(sorted(channels))}
         for i in range(count):
-            col = first + i
+            col = protocol.bus_column(self.device, final, first + i)
             for c in channels:
                 st = states[c]
                 row = AF_ROW_BASE + st.cfr[Cfr.AFM] if final is Command.AF16 else inst.row

@@ -39,6 +39,7 @@ from patton.sim.isa import (
     Scope,
 )
 from patton.sim.program import OP_ID, OPCODES, UNSET, Program
+from patton.sim.protocol import column_limits
 from patton.sim.timing import TimingTable
 
 __all__ = ["KernelError", "KernelRun", "Decoded", "Memo", "Trace", "run", "decode",
@@ -85,7 +86,7 @@ class _Config(ctypes.Structure):
                 ("channels", "banks", "banks_per_group", "bankgroups", "commands")] + \
                [(n, _i64p) for n in ("after_start", "after_follow", "after_gap", "latency",
                                      "closing", "opening", "channel_scoped", "bank_preq",
-                                     "all_rows_preq")] + \
+                                     "all_rows_preq", "col_limit")] + \
                [(n, ctypes.c_int64) for n in ("act", "pre", "prea", "act16", "tmod", "wra16",
                                              "eoc", "record", "drain", "stall_limit",
                                              "frontend", "memo_stride")]
@@ -224,6 +225,7 @@ class _Tables:
         self.channel_scoped = flags(lambda c: COMMAND_SCOPE[c] == Scope.CHANNEL)
         self.bank_preq = flags(lambda c: c in BANK_ROW_COMMANDS)
         self.all_rows_preq = flags(lambda c: c in ALL_ROWS_COMMANDS)
+        self.col_limit = np.array(column_limits(device), dtype=np.int64)
         self.device = device
         self._configs: dict[tuple[bool, bool, str, int, int], _Config] = {}
         if (self.after_gap < 0).any():  # the kernel's checkpoints rely on it (``ahead``)
@@ -244,7 +246,7 @@ class _Tables:
             _ptr(self.after_start), _ptr(self.after_follow), _ptr(self.after_gap),
             _ptr(self.latency), _ptr(self.closing), _ptr(self.opening),
             _ptr(self.channel_scoped), _ptr(self.bank_preq), _ptr(self.all_rows_preq),
-            int(Command.ACT), int(Command.PRE), int(Command.PREA), int(Command.ACT16),
+            _ptr(self.col_limit), int(Command.ACT), int(Command.PRE), int(Command.PREA), int(Command.ACT16),
             int(Command.TMOD), int(Command.WRA16), int(Command.EOC), int(record), int(drain),
             STALL_LIMIT, FRONTENDS.index(frontend), MEMO_STRIDE)
 

@@ -43,7 +43,8 @@ from patton.sim.isa import (
 __all__ = [
     "CLOSED", "LUT_ROWS", "Targets", "Need", "RegisterMode", "Action", "Operand", "Columns",
     "CommandRule",
-    "RULES", "PAYLOAD", "COLUMN", "UNADDRESSED", "State", "legal_row", "column_limit", "consistent",
+    "RULES", "PAYLOAD", "COLUMN", "UNADDRESSED", "State", "legal_row", "column_limit",
+    "column_limits", "bus_column", "consistent",
 ]
 
 #: Open-row value of a precharged bank.
@@ -212,6 +213,26 @@ def column_limit(device: Device, command: Command) -> int:
     if columns is Columns.BOTH:
         return min(device.columns, device.gb_columns)
     raise ValueError(f"{command.name} takes no column")
+
+
+def column_limits(device: Device) -> tuple[int, ...]:
+    """:func:`column_limit` of every command, by command value (0 for one that takes none)."""
+    return tuple(column_limit(device, c) if c in COLUMN else 0 for c in Command)
+
+
+def bus_column(device: Device, command: Command, column: int) -> int:
+    """Return the column ``command`` carries on the bus for an instruction's ``column``.
+
+    An instruction's ``i``-th request addresses column ``col + i``; the device's column
+    address has only the bits of :func:`column_limit` (6 for a 64-column row), so a column
+    past the row's (or the global buffer's) last wraps to its start. The public simulator
+    accepts column instructions wider than a row and keeps issuing their commands in the same
+    open row (it has no data); this is the functional reading of that (``docs/isa.md``).
+    Commands without a column keep ``column`` as it is.
+    """
+    if command not in COLUMN or column < 0:
+        return column
+    return column % column_limit(device, command)
 
 
 def _where(rows: np.ndarray, bank: int) -> str:

@@ -27,7 +27,8 @@ KINDS = ("mac_abk", "mac_sbk", "wr_gb", "wr_bias", "rd_mac", "copy_bkgb", "copy_
 
 def random_program(rng: np.random.Generator, length: int, device: Device = DEVICE,
                    channels: int = 4, rows: int = 4, data: bool = False,
-                   kinds: tuple[str, ...] = KINDS, broadcast: bool = True) -> list[Instruction]:
+                   kinds: tuple[str, ...] = KINDS, broadcast: bool = True,
+                   wide: bool = False) -> list[Instruction]:
     """Return a random mix of every instruction kind on the first ``channels`` channels.
 
     Rows are drawn from ``rows`` values so that row hits, conflicts and re-activations all
@@ -36,7 +37,8 @@ def random_program(rng: np.random.Generator, length: int, device: Device = DEVIC
     the AF mode, the EWMUL bank groups and (around single MAC_ABKs only: the controller does not
     open a MAC_SBK's partner bank) the MAC vector source. With ``data``, writes carry random
     bfloat16 payloads. ``kinds`` restricts the mix (names from :data:`KINDS`); ``broadcast``
-    allows the partner-bank MAC vector.
+    allows the partner-bank MAC vector; ``wide`` also draws column instructions that run past
+    the row (up to four rows' worth, as CENT's traces have; ``docs/isa.md``).
     """
     unknown = set(kinds) - set(KINDS)
     if unknown or not kinds:
@@ -55,8 +57,11 @@ def random_program(rng: np.random.Generator, length: int, device: Device = DEVIC
         return (values.view(np.uint32) >> 16).astype(np.uint16)
 
     def cols() -> tuple[int, int | None]:
-        size = int(rng.choice([1, 2, 4, 8, 16, 40, device.columns]))
-        start = int(rng.integers(0, device.columns - size + 1))
+        sizes = [1, 2, 4, 8, 16, 40, device.columns]
+        if wide:
+            sizes += [device.columns + 1, 3 * device.columns // 2, 4 * device.columns]
+        size = int(rng.choice(sizes))
+        start = int(rng.integers(0, max(device.columns - size, 0) + 1))
         return size, (start if start else None)
 
     for _ in range(length):

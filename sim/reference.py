@@ -5,19 +5,24 @@ each entry with some of ``memory_system_cycles``, ``command_counts``, ``bank_sta
 ``schedule`` (the public simulator's statistics and command trace). :func:`read` takes a
 trace's entry; :func:`differences` lists how a cycle-model run differs from it
 (``patton aim run --reference``).
+
+A reference may also be the public simulator's own output for one trace: the statistics YAML
+``ramulator2 -f <config> -t <trace>`` prints (a ``.yaml`` or ``.yml`` file), read by
+:func:`statistics` into the same entry.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 from patton.sim.cycle_model import RunResult
 from patton.sim.textfile import ReadError
 
-__all__ = ["ReferenceFileError", "FIELDS", "read", "differences"]
+__all__ = ["ReferenceFileError", "FIELDS", "read", "statistics", "differences"]
 
 
 class ReferenceFileError(ReadError):
@@ -32,13 +37,9 @@ def read(path: str, trace_path: str) -> dict | None:
     ``command_counts``, ``bank_state_cycles`` and ``schedule``.
     """
     name = os.fspath(path)
-    try:
-        text = Path(name).read_text(encoding="utf-8")
-    except OSError as failure:
-        raise ReferenceFileError(name, None, f"cannot read reference: "
-                                         f"{failure.strerror or failure}") from None
-    except UnicodeDecodeError:
-        raise ReferenceFileError(name, None, "not UTF-8 text") from None
+    text = _text(name)
+    if Path(name).suffix in (".yaml", ".yml"):
+        return statistics(text, name)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as error:
@@ -53,6 +54,72 @@ def read(path: str, trace_path: str) -> dict | None:
             raise ReferenceFileError(name, None, f"entry {Path(trace_path).stem!r}: fields "
                                              f"{sorted(unknown) or '(none)'}; known: "
                                              + ", ".join(FIELDS))
+    return entry
+
+
+def _text(name: str) -> str:
+    try:
+        return Path(name).read_text(encoding="utf-8")
+    except OSError as failure:
+        raise ReferenceFileError(name, None, f"cannot read reference: "
+                                         f"{failure.strerror or failure}") from None
+    except UnicodeDecodeError:
+        raise ReferenceFileError(name, None, "not UTF-8 text") from None
+
+
+#: A statistic of the public simulator's output: ``  name: value  # comment``.
+_STAT = re.compile(r"^\s*([A-Za-z0-9_]+):\s*(\S+)\s*(#.*)?$")
+#: Per-channel statistics the entry is made of.
+_COUNT = re.compile(r"^CH(\d+)_num_([A-Za-z0-9]+)_commands$")
+_STATE = re.compile(r"^CH(\d+)_(active|precharged|idle)_cycles$")
+
+
+def statistics(text: str, name: str = "<statistics>") -> dict:
+    """Return the reference entry of the public simulator's statistics output (YAML text).
+
+    Reads ``memory_system_cycles``, every ``CH<c>_num_<COMMAND>_commands`` (zeros left
+    out, as in ``reference.json``) and ``CH<c>_{active,precharged,idle}_cycles``; other
+    statistics are ignored.
+
+    Raises:
+        ReferenceFileError: no ``memory_system_cycles``, a statistic given twice, or a value
+            of one of these that is not a non-negative integer (``file:line: reason``).
+    """
+    cycles: int | None = None
+    counts: dict[str, dict[str, int]] = {}
+    states: dict[str, dict[str, int]] = {}
+    for line, raw in enumerate(text.splitlines(), start=1):
+        found = _STAT.match(raw)
+        if found is None:
+            continue
+        key, value = found.group(1), found.group(2)
+        count, state = _COUNT.match(key), _STATE.match(key)
+        if key != "memory_system_cycles" and count is None and state is None:
+            continue
+        if not value.isdigit() or not value.isascii():
+            raise ReferenceFileError(name, line, f"{key}: {value!r} is not a non-negative "
+                                                 "integer")
+        number = int(value)
+        if key == "memory_system_cycles":
+            if cycles is not None:
+                raise ReferenceFileError(name, line, "memory_system_cycles given twice")
+            cycles = number
+            continue
+        match = count or state
+        assert match is not None
+        table = counts if count else states
+        entry = table.setdefault(str(int(match.group(1))), {})
+        if match.group(2) in entry:
+            raise ReferenceFileError(name, line, f"{key} given twice")
+        entry[match.group(2)] = number
+    if cycles is None:
+        raise ReferenceFileError(name, None, "no memory_system_cycles: not the public "
+                                             "simulator's statistics output")
+    counts = {ch: {k: v for k, v in c.items() if v} for ch, c in counts.items()}
+    entry: dict = {"memory_system_cycles": cycles,
+                   "command_counts": {ch: c for ch, c in counts.items() if c}}
+    if states:
+        entry["bank_state_cycles"] = states
     return entry
 
 

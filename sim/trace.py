@@ -20,6 +20,11 @@ skipped), ASCII outside comments.
 The last instruction must be ``AiM EOC``. Every problem is reported as ``file:line: reason`` by
 :class:`TraceError` (with ``file``, ``line`` and ``reason`` attributes); nothing out of range is
 clamped.
+
+A column instruction whose columns run past the row (``opsize`` above 64, as CENT's rotary
+embedding writes ``AiM EWMUL 256 ...``) is read as the public simulator reads it: accepted,
+with a :class:`TraceNote` saying what the models do with it (its commands stay in the open row;
+the bus column wraps, :func:`patton.sim.protocol.bus_column`). ``strict=True`` refuses it.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 
 import numpy as np
 from patton.sim.device import DEVICE, Device
@@ -42,7 +48,7 @@ from patton.sim.textfile import (
     write_text,
 )
 
-__all__ = ["TraceError", "parse", "read", "format_line", "write", "dumps",
+__all__ = ["TraceError", "TraceNote", "parse", "read", "format_line", "write", "dumps",
            "validate"]
 
 
@@ -52,6 +58,19 @@ class TraceError(ReadError):
     ``file``, ``line`` (``None`` for a file that cannot be read or written) and ``reason``
     are attributes; :meth:`~patton.sim.textfile.ReadError.to_json` gives them as a dict.
     """
+
+
+@dataclass(frozen=True, slots=True)
+class TraceNote:
+    """A line the public reading accepts and the strict one refuses; ``str()`` is
+    ``file:line: reason``."""
+
+    file: str
+    line: int
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: {self.reason}"
 
 
 _AIM_OPCODES = {op.value: op for op in Opcode if op.is_aim}
@@ -150,8 +169,13 @@ def _parse_line(tokens: list[str]) -> Instruction:
     raise ValueError(f"line must start with 'AiM', 'R' or 'W', not {head!r}")
 
 
-def validate(ins: Instruction, device: Device = DEVICE) -> None:
-    """Check an instruction's fields against the device; raise ``ValueError`` naming the field."""
+def validate(ins: Instruction, device: Device = DEVICE, strict: bool = False) -> str | None:
+    """Check an instruction's fields against the device; raise ``ValueError`` naming the field.
+
+    Returns None, or (unless ``strict``, which raises instead) the note for a column
+    instruction whose columns run past the row or the global buffer: the public simulator
+    accepts it, and so do the models (``docs/isa.md``).
+    """
     op = ins.opcode
     if op == Opcode.WR_AFLUT:
         raise ValueError("AiM WR_AFLUT is not supported (the public simulator rejects it too)")
@@ -179,16 +203,23 @@ def validate(ins: Instruction, device: Device = DEVICE) -> None:
         if v is not None and v > FIELD_MAX:
             raise ValueError(f"{name} {v} is too large (at most {FIELD_MAX})")
     info = op.info
+    note = None
     if ins.col is not None and not info.addressed:
         raise ValueError(f"col= is not allowed on {op.value}")
     if info.addressed:
         limit = device.gb_columns if op == Opcode.WR_GB else device.columns
         what = "global buffer columns" if op == Opcode.WR_GB else "columns per row"
         end = ins.start_col + ins.columns
-        if ins.columns > limit:
-            raise ValueError(f"opsize {ins.columns} exceeds the {limit} {what}")
+        if ins.start_col >= limit:
+            raise ValueError(f"col={ins.start_col} is past the {limit} {what}")
         if end > limit:
-            raise ValueError(f"columns {ins.start_col}..{end - 1} exceed the {limit} {what}")
+            wide = (f"opsize {ins.columns} exceeds the {limit} {what}" if ins.columns > limit
+                    else f"columns {ins.start_col}..{end - 1} exceed the {limit} {what}")
+            if strict:
+                raise ValueError(wide)
+            note = (f"{wide}: accepted as the public simulator accepts it, its {ins.columns} "
+                    f"{op.info.final.name} commands in one open row; column c addresses "
+                    f"c mod {limit} (--strict refuses it)")
     if op == Opcode.WR_CFR:
         assert ins.cfr is not None and ins.value is not None
         if ins.cfr not in iter(Cfr):
@@ -208,11 +239,16 @@ def validate(ins: Instruction, device: Device = DEVICE) -> None:
         if ins.data.shape != (words,):
             raise ValueError(f"data= has {ins.data.size} words, {op.value} needs "
                              f"{words} ({words // device.lanes} x {device.lanes})")
+    return note
 
 
 def parse(lines: Iterable[str], source: str = "<trace>", device: Device = DEVICE,
-          require_eoc: bool = True) -> Iterator[Instruction]:
+          require_eoc: bool = True, *, strict: bool = False,
+          notes: list[TraceNote] | None = None) -> Iterator[Instruction]:
     """Yield the instructions of a trace, validated against ``device``.
+
+    A line accepted under the public reading but refused by the strict one (:func:`validate`)
+    is appended to ``notes`` as a :class:`TraceNote`; ``strict`` refuses it instead.
 
     Raises:
         TraceError: on the first malformed or out-of-range line, or when the trace does not end
@@ -229,11 +265,13 @@ def parse(lines: Iterable[str], source: str = "<trace>", device: Device = DEVICE
             if seen_eoc:
                 raise ValueError(f"instruction after AiM EOC (line {seen_eoc})")
             ins = _parse_line(tokens)
-            validate(ins, device)
+            note = validate(ins, device, strict)
         except ValueError as error:
             note = COMMENT_NOTE if isinstance(error, FieldCountError) and "#" in text else ""
             raise TraceError(source, line, f"{error}{note}") from None
         ins.line = line
+        if note is not None and notes is not None:
+            notes.append(TraceNote(source, line, note))
         if ins.opcode == Opcode.EOC:
             seen_eoc = line
         yield ins
@@ -242,10 +280,12 @@ def parse(lines: Iterable[str], source: str = "<trace>", device: Device = DEVICE
 
 
 def read(path: str | os.PathLike[str], device: Device = DEVICE,
-         require_eoc: bool = True) -> Program:
+         require_eoc: bool = True, *, strict: bool = False,
+         notes: list[TraceNote] | None = None) -> Program:
     """Read and validate a trace file into a :class:`~patton.sim.program.Program`.
 
-    See :func:`parse`; the program's ``line`` holds each instruction's line in the file.
+    See :func:`parse` (``strict``, ``notes``); the program's ``line`` holds each
+    instruction's line in the file.
 
     Raises:
         TraceError: as :func:`parse`; also ``file: cannot read trace: <reason>`` (missing
@@ -253,7 +293,8 @@ def read(path: str | os.PathLike[str], device: Device = DEVICE,
             text``.
     """
     lines = read_lines(path, TraceError, "trace")
-    return Program.of(list(parse(lines, os.fspath(path), device, require_eoc)))
+    return Program.of(list(parse(lines, os.fspath(path), device, require_eoc, strict=strict,
+                                 notes=notes)))
 
 
 def format_line(ins: Instruction) -> str:

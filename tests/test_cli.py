@@ -38,8 +38,14 @@ def test_aim_run_schedule_then_check(traces_dir, tmp_path, capsys):
 def test_bad_trace_reports_file_and_line(tmp_path, capsys):
     path = tmp_path / "x.trace"
     path.write_text("AiM EOC\n".replace("AiM EOC", "AiM MAC_ABK 65 0x80000000 0\nAiM EOC"))
-    assert main(["aim", "run", str(path)]) == 2
+    assert main(["aim", "run", "--strict", str(path)]) == 2
     assert f"{path}:1: opsize 65 exceeds the 64 columns per row" in capsys.readouterr().err
+    assert main(["aim", "run", str(path)]) == 0  # the public reading: accepted, with a warning
+    err = capsys.readouterr().err
+    assert err.startswith(f"warning: {path}:1: opsize 65 exceeds the 64 columns per row: ")
+    assert main(["aim", "run", "--json", str(path)]) == 0
+    got = capsys.readouterr()
+    assert got.err == "" and json.loads(got.out)["warnings"] == [err[len("warning: "):].strip()]
 
 
 def test_console_script_is_installed():

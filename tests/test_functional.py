@@ -276,9 +276,10 @@ def test_malformed_instructions_change_nothing() -> None:
     model = FunctionalModel(DEVICE.with_(channels=1))
     model.run([Instruction(Opcode.WR_GPR, gpr=1, data=np.arange(LANES, dtype=np.uint16))])
     bad = [
-        (Instruction(Opcode.MAC_ABK, opsize=65, channel_mask=chmask(0), row=3), "0..64"),
-        (Instruction(Opcode.MAC_ABK, opsize=8, channel_mask=chmask(0), row=3, col=60),
-         "columns 60..67"),
+        (Instruction(Opcode.MAC_ABK, opsize=1, channel_mask=chmask(0), row=3, col=64),
+         "start outside 0..63"),  # a wide opsize wraps (docs/isa.md); a start past the row
+        (Instruction(Opcode.MAC_ABK, opsize=8, channel_mask=chmask(0), row=3, col=70),
+         "columns 70..77 start outside"),
         (Instruction(Opcode.WR_GB, opsize=2, gpr0=0, channel_mask=chmask(0),
                      data=np.zeros(LANES, np.uint16)), "payload has 16 words"),
         (Instruction(Opcode.COPY_BKGB, opsize=1, channel_mask=chmask(0), bank=16, row=3),

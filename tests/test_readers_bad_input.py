@@ -77,6 +77,11 @@ REFERENCES = {
         (None, ("entry 'probe_misc': fields ['cycles']; known: memory_system_cycles, "
                 "command_counts, bank_state_cycles, schedule")),
     "latin1.json": (None, "not UTF-8 text"),
+    # the public simulator's own statistics output (read by suffix)
+    "no-cycles.yaml": (None, "no memory_system_cycles: not the public simulator's statistics "
+                             "output"),
+    "negative-count.yaml": (3, "CH0_num_ACT_commands: '-3' is not a non-negative integer"),
+    "twice.yaml": (4, "CH0_idle_cycles given twice"),
 }
 
 

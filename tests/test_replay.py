@@ -22,7 +22,7 @@ def _program(seed):
     channel gives such requests the time to issue first.
     """
     program = random_program(np.random.default_rng(seed), 60, channels=CHANNELS, rows=3,
-                             data=True)[:-1]
+                             data=True, wide=seed % 2 == 1)[:-1]
     mask = sum(channel_bit(c) for c in range(CHANNELS))
     program += [Instruction(Opcode.MAC_ABK, opsize=64, channel_mask=mask, row=0),
                 Instruction(Opcode.RD_MAC, gpr0=0, channel_mask=mask),

@@ -57,12 +57,11 @@ BAD = [
     ("AiM MAC_ABK -2 0x80000000 1", "negative"),
     ("AiM MAC_ABK 2 0 1", "non-zero 32-bit mask"),
     ("AiM MAC_ABK 2 0x1ffffffff 1", "non-zero 32-bit mask"),
-    ("AiM MAC_ABK 65 0x80000000 1", "exceeds the 64 columns"),
-    ("AiM MAC_ABK 8 0x80000000 1 col=60", "exceed the 64 columns"),
     ("AiM MAC_ABK 0 0x80000000 1", "at least 1"),
+    ("AiM MAC_ABK 1 0x80000000 1 col=64", "col=64 is past the 64 columns"),
+    ("AiM WR_GB 1 0 0x80000000 col=64", "col=64 is past the 64 global buffer columns"),
     ("AiM MAC_ABK 2 0x80000000 16384", "row 16384 out of range"),
     ("AiM MAC_SBK 2 0x80000000 16 1", "bank 16 out of range"),
-    ("AiM WR_GB 65 0 0x80000000", "exceeds the 64 global buffer columns"),
     ("AiM WR_ABK 0 0xc0000000 1", "exactly one channel"),
     ("AiM WR_AFLUT 1", "not supported"),
     ("W CFR 3 0", "CFR id 3 unknown"),
@@ -91,6 +90,29 @@ def test_bad_line_names_file_line_and_reason(line, reason):
     assert str(err.value).startswith("t.trace:2: ")
     assert reason in str(err.value)
     assert err.value.line == 2
+
+
+#: Column instructions that run past the row or the global buffer: the public simulator takes
+#: them (and so does the default reading, with a note); ``strict`` refuses them.
+WIDE = [
+    ("AiM MAC_ABK 65 0x80000000 1", "opsize 65 exceeds the 64 columns per row"),
+    ("AiM MAC_ABK 8 0x80000000 1 col=60", "columns 60..67 exceed the 64 columns per row"),
+    ("AiM WR_GB 65 0 0x80000000", "opsize 65 exceeds the 64 global buffer columns"),
+    ("AiM EWMUL 256 0x80000000 1", "opsize 256 exceeds the 64 columns per row"),
+    ("AiM COPY_BKGB 100 0x80000000 3 1", "opsize 100 exceeds the 64 columns per row"),
+]
+
+
+@pytest.mark.parametrize("line,reason", WIDE)
+def test_wide_column_instructions_are_noted_or_refused_when_strict(line, reason):
+    notes: list[trace.TraceNote] = []
+    program = list(trace.parse(["# header", line, "AiM EOC"], source="t.trace", notes=notes))
+    assert len(program) == 2 and [n.line for n in notes] == [2]
+    assert str(notes[0]).startswith(f"t.trace:2: {reason}: accepted as the public simulator")
+    assert "mod 64" in notes[0].reason and "--strict" in notes[0].reason
+    with pytest.raises(trace.TraceError) as err:
+        list(trace.parse(["# header", line, "AiM EOC"], source="t.trace", strict=True))
+    assert str(err.value) == f"t.trace:2: {reason}"
 
 
 def test_mask_beyond_a_smaller_device():

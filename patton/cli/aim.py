@@ -9,8 +9,8 @@ import sys
 import time
 from pathlib import Path
 
-from patton.cli.options import add_timing_option
-from patton.sim import check, schedule, trace
+from patton.cli.options import add_strict_option, add_timing_option, read_trace
+from patton.sim import check, schedule
 from patton.sim import readouts as readouts_format
 from patton.sim import reference as references
 from patton.sim.cycle_model import CycleModel
@@ -21,7 +21,7 @@ __all__ = ["add_parser"]
 
 
 def _aim_run(args: argparse.Namespace) -> int:
-    program = trace.read(args.trace)
+    program, notes = read_trace(args.trace, args.strict, quiet=args.json)
     # Outputs are checked before the run: a bad path costs no simulation and writes nothing.
     if args.schedule is not None:
         schedule.check_writable(args.schedule)
@@ -62,6 +62,7 @@ def _aim_run(args: argparse.Namespace) -> int:
         "energy_nj": e.total,
         "energy_breakdown_nj": e.components,
         "wall_seconds": seconds,
+        "warnings": notes,
     }
     if args.schedule is not None:
         report["schedule"] = str(args.schedule)
@@ -176,6 +177,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                                                            required=True)
     run = aim.add_parser("run", help="run the cycle model on a trace")
     run.add_argument("trace", help="instruction trace (public AiM format or ours)")
+    add_strict_option(run)
     run.add_argument("--json", action="store_true", help="print one JSON object")
     run.add_argument("--schedule", metavar="OUT",
                      help="write the timed command schedule (with the trace's payloads, masks "
@@ -199,10 +201,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--readouts", metavar="FILE",
                      help="write every read-out value (RD_MAC, RD_SBK, ... results, from the "
                           "functional model) to FILE: .json or .npy (patton.sim.readouts)")
-    run.add_argument("--reference", metavar="REF.json",
-                     help="compare with the public simulator's results in REF.json (keyed "
-                          "by trace stem, as tests/data/aim/reference.json); print the "
-                          "differences, exit 1 on any")
+    run.add_argument("--reference", metavar="REF",
+                     help="compare with the public simulator's results: REF.json keyed by "
+                          "trace stem (as tests/data/aim/reference.json), or REF.yaml, the "
+                          "statistics it printed for this trace; print the differences, exit "
+                          "1 on any")
     add_timing_option(run)
     run.set_defaults(func=_aim_run)
     chk = aim.add_parser("check", help="verify a timed command schedule")

@@ -4,18 +4,24 @@ Every integer option of the ``patton`` command is parsed by :func:`integer`: dec
 syntax of :func:`patton.sim.textfile.decimal`: ASCII digits, no sign, no ``_``, no leading
 zero) and within stated bounds, so a bad value is a usage error (exit 2) naming the option's
 rule, never a traceback from deep inside a run; :func:`fraction` does the same for shares.
-:func:`add_timing_option` adds the one ``--timing`` option.
+:func:`add_timing_option` adds the one ``--timing`` option, :func:`add_strict_option` the one
+``--strict``, and :func:`read_trace` reads a trace under it, printing its notes.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 
+from patton.sim import trace
+from patton.sim.program import Program
 from patton.sim.textfile import decimal
 from patton.sim.timing import DEFAULT_PROFILE, PROFILES
+from patton.sim.trace import TraceNote
 
-__all__ = ["integer", "fraction", "SEED", "add_timing_option"]
+__all__ = ["integer", "fraction", "SEED", "add_timing_option", "add_strict_option",
+           "read_trace", "SHOW_NOTES"]
 
 
 def integer(low: int, high: int | None = None) -> Callable[[str], int]:
@@ -62,3 +68,36 @@ def add_timing_option(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("--timing", choices=PROFILES, default=DEFAULT_PROFILE, metavar="PROFILE",
                      help="timing rules of the public AiM simulator at one commit: "
                           + " or ".join(PROFILES) + f" (default {DEFAULT_PROFILE})")
+
+
+def add_strict_option(sub: argparse.ArgumentParser) -> None:
+    """Add ``--strict``: refuse what the public AiM simulator accepts but a 64-column row
+    cannot hold (:func:`patton.sim.trace.validate`)."""
+    sub.add_argument("--strict", action="store_true",
+                     help="refuse column instructions whose columns run past the row or the "
+                          "global buffer (default: accept them as the public simulator "
+                          "does, with a warning)")
+
+
+#: Trace notes printed one per line; the rest are counted (``--json`` lists every one).
+SHOW_NOTES = 10
+
+
+def read_trace(path: str, strict: bool, quiet: bool = False) -> tuple[Program, list[str]]:
+    """Read a trace for a command (``strict`` as ``--strict``); return it and its notes.
+
+    Unless ``quiet`` (``--json``, where the notes go into the report), each note is printed
+    to stderr as ``warning: file:line: reason``, the first :data:`SHOW_NOTES` of them.
+
+    Raises:
+        TraceError: as :func:`patton.sim.trace.read`.
+    """
+    notes: list[TraceNote] = []
+    program = trace.read(path, strict=strict, notes=notes)
+    if not quiet:
+        for note in notes[:SHOW_NOTES]:
+            print(f"warning: {note}", file=sys.stderr)
+        if len(notes) > SHOW_NOTES:
+            print(f"warning: ... {len(notes) - SHOW_NOTES} more such lines (--json lists "
+                  "every one)", file=sys.stderr)
+    return program, [str(n) for n in notes]

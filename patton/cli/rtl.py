@@ -59,10 +59,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from patton.cli.options import SEED, add_timing_option, fraction, integer
+from patton.cli.options import (
+    SEED,
+    add_strict_option,
+    add_timing_option,
+    fraction,
+    integer,
+    read_trace,
+)
 from patton.sim import readouts as readouts_format
 from patton.sim import schedule as schedule_format
-from patton.sim import trace as trace_format
 from patton.sim.device import DEVICE
 from patton.tb import builds, coverage_report, validate
 from patton.tb.closure import close
@@ -220,7 +226,8 @@ def _cycles_lines(model_label: str, model_cycles: int, rtl_cycles: int,
 
 def _run_checked(args: argparse.Namespace) -> int:
     started = time.perf_counter()
-    program = list(trace_format.read(args.trace))
+    read, notes = read_trace(args.trace, args.strict, quiet=args.json)
+    program = list(read)
     waves = _wave_format(args.waves) if args.waves is not None else None
     if waves is not None and waves not in ("vcd", "fst"):
         return _error(f"--waves {args.waves}: name a .vcd or .fst file", args.json)
@@ -252,6 +259,7 @@ def _run_checked(args: argparse.Namespace) -> int:
     report = validate.run_report(
         trace, replays, play, waves=dumps, seconds=seconds,
         readouts=None if values is None else (str(args.readouts), len(values)))
+    report["warnings"] = notes
     if args.json:
         _emit(report)
         return 0 if report["ok"] else 1
@@ -476,6 +484,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     run = verbs.add_parser("run", help="run a trace on the RTL and score it against the models",
                            description=_RUN_HELP)
     run.add_argument("trace", help="instruction trace (public AiM format or ours)")
+    add_strict_option(run)
     run.add_argument("--rows", type=_rows, default=None,
                      help="rows per bank of the RTL build (default: chosen from the schedule: "
                           "its highest row rounded up to a power of two, at least "

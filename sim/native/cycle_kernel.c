@@ -44,6 +44,7 @@ typedef struct {
     const i64 *after_gap;    /* its gap */
     const i64 *latency;      /* [commands], -1 if none */
     const i64 *closing, *opening, *channel_scoped, *bank_preq, *all_rows_preq; /* [commands] */
+    const i64 *col_limit; /* [commands]: a request's column wraps at it (0: no column) */
     i64 act, pre, prea, act16, tmod, wra16, eoc;
     i64 record, drain, stall_limit;
     i64 frontend; /* 0: the shared DMA; 1: a decoder per controller */
@@ -801,6 +802,14 @@ static int dma_send(run_t *run, ctl_t *c, int32_t slot, i64 k) {
     return 0;
 }
 
+/* The column of request ``i`` of instruction ``pos`` (CycleModel._decode): ``first_col + i``,
+ * wrapped at its command's column count (sim.protocol.bus_column); -1 if it has none. */
+static inline i64 request_column(const config_t *cfg, const program_t *p, i64 pos, i64 i) {
+    i64 first = p->first_col[pos], wrap = cfg->col_limit[p->final[pos]];
+    if (first < 0) return -1;
+    return wrap ? (first + i) % wrap : first + i;
+}
+
 static int32_t new_request(run_t *run, ctl_t *c, int kind, i64 final, i64 bank, i64 row, i64 col,
                            int reg_mode, int callback, int reader, i64 pos, i64 index) {
     int32_t slot = ctl_alloc(c);
@@ -847,7 +856,7 @@ static int decode(run_t *run, i64 k) {
         return 0;
     }
     for (i64 i = 0; i < p->columns[pos]; i++) {
-        i64 col = p->first_col[pos] >= 0 ? p->first_col[pos] + i : -1;
+        i64 col = request_column(run->cfg, p, pos, i);
         for (i64 t = 0; t < ntargets; t++) {
             ctl_t *c = &run->ctls[targets[t]];
             int32_t slot = new_request(run, c, (int)p->kind[pos], p->final[pos], p->bank[pos],
@@ -874,7 +883,7 @@ static int decode_each(run_t *run, ctl_t *c, i64 pos, i64 k) {
     if (!(p->targets[pos] & c->members)) return 1; /* an instruction for no channel */
     int ok = 1;
     for (i64 i = 0; i < p->columns[pos]; i++) {
-        i64 col = p->first_col[pos] >= 0 ? p->first_col[pos] + i : -1;
+        i64 col = request_column(run->cfg, p, pos, i);
         int32_t slot = new_request(run, c, (int)p->kind[pos], p->final[pos], p->bank[pos],
                                    p->row[pos], col, (int)p->reg_mode[pos],
                                    (int)p->blocking[pos], (int)p->reader[pos], pos, i);
