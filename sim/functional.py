@@ -51,7 +51,7 @@ a write that changes a never-written row allocates memory (32 KiB: the row in al
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import ml_dtypes
@@ -222,6 +222,30 @@ class FunctionalModel:
         result = self._handlers[command](st, command, _Args(b, row, c, words, lanes))
         state.apply(command, b, row)
         return result
+
+    def mac16_run(self, channel: int, row: int | None, cols: Sequence[int]) -> None:
+        """Execute MAC16 at each of ``cols`` in turn on ``channel``: what one
+        :meth:`execute` per column does, in one vectorised pass (a schedule's MAC16 streams).
+
+        Raises:
+            ProtocolError: as :meth:`execute`, for the first column that is illegal; the
+                columns before it are executed, that one and the rest are not.
+        """
+        st = self._channel(channel)
+        state = st.protocol
+        broadcast = bool(st.cfr[Cfr.BROADCAST])
+        done = 0
+        problem = None
+        for c in cols:  # MAC16 changes no protocol state: each is judged on the same state
+            problem = state.check(Command.MAC16, None, row, c, broadcast, mode=self.modes)
+            if problem:
+                break
+            done += 1
+        if done:
+            open_row = int(state.open_rows[0])
+            self._mac_columns([st], open_row, np.asarray(cols[:done], dtype=np.intp))
+        if problem:
+            raise ProtocolError(problem)
 
     def run(self, instructions: Iterable[Instruction]) -> list[Readout]:
         """Execute host instructions, opening and closing rows as a controller would.

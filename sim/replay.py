@@ -33,6 +33,12 @@ class Returned:
     data: np.ndarray  # (16,) bfloat16 bit patterns
 
 
+def _same_stream(cmd: TimedCommand, first: TimedCommand) -> bool:
+    """``cmd`` continues ``first``'s run of MAC16s: same channel, row and CFRs."""
+    return (cmd.command == Command.MAC16 and cmd.channel == first.channel
+            and cmd.row == first.row and (cmd.cfr or _RESET) == (first.cfr or _RESET))
+
+
 def replay(schedule: Iterable[TimedCommand], model: FunctionalModel) -> list[Returned]:
     """Execute ``schedule`` in cycle order on ``model``; return what each read returned.
 
@@ -41,12 +47,24 @@ def replay(schedule: Iterable[TimedCommand], model: FunctionalModel) -> list[Ret
     the bus). Every write needs its payload (the functional model refuses one without).
     """
     out: list[Returned] = []
-    for cmd in sorted(schedule, key=lambda c: (c.cycle, c.channel)):
+    ordered = sorted(schedule, key=lambda c: (c.cycle, c.channel))
+    i, n = 0, len(ordered)
+    while i < n:
+        cmd = ordered[i]
+        i += 1
         if cmd.command == Command.TMOD:
             continue
         for cfr, value in zip(Cfr, cmd.cfr or _RESET):  # W CFR lines have no bus command
             if model.channels[cmd.channel].cfr[cfr] != value:
                 model.set_cfr(cfr, value, [cmd.channel])
+        if cmd.command == Command.MAC16:  # a stream of them: one vectorised pass
+            end = i
+            while end < n and _same_stream(ordered[end], cmd):
+                end += 1
+            model.mac16_run(cmd.channel, cmd.row if cmd.row >= 0 else None,
+                            [c.col for c in ordered[i - 1:end]])
+            i = end
+            continue
         data = cmd.payload
         col = cmd.col
         if col < 0 and cmd.command in UNADDRESSED:

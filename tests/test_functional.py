@@ -565,3 +565,32 @@ def test_sparse_memory_stays_small() -> None:
     assert model.footprint() == DEVICE.channels * 2 * row_bytes  # only the written rows
     assert peak < 8 * 2 ** 20  # a 16 GiB device in a few MiB
     assert model.peek(31, 15, DEVICE.rows - 1)[31].any()
+
+
+def test_mac16_run_equals_one_execute_per_column() -> None:
+    """A schedule's MAC16 stream in one vectorised pass (``mac16_run``, what ``replay`` uses)
+    gives the accumulators of one ``execute`` per column, columns repeated and out of order
+    included, under both BROADCAST values; an illegal column stops it there, unchanged after."""
+    rng = np.random.default_rng(11)
+    columns = [int(c) for c in rng.integers(0, 64, 40)] + [3, 3, 63, 0]
+    for broadcast in (0, 1):
+        models = [FunctionalModel(DEVICE.with_(channels=1)) for _ in range(2)]
+        for model in models:
+            for bank in range(16):
+                model.poke(0, bank, 2, rng.integers(0x3C00, 0x4000, (64, 16)).astype(np.uint16)
+                           if model is models[0] else models[0].peek(0, bank, 2))
+            model.set_cfr(Cfr.BROADCAST, broadcast)
+            model.execute(0, Command.ACT16, row=2)
+        models[0].channels[0].gb[:] = rng.integers(0x3C00, 0x4000, (64, 16))  # backdoor
+        models[1].channels[0].gb[:] = models[0].channels[0].gb
+        one, run = models
+        for c in columns:
+            one.execute(0, Command.MAC16, col=c, row=2)
+        run.mac16_run(0, 2, columns)
+        assert np.array_equal(one.channels[0].acc, run.channels[0].acc)
+        before = run.channels[0].acc.copy()
+        with pytest.raises(ProtocolError):
+            run.mac16_run(0, 2, [5, 64, 6])  # column 64 is outside the row: 5 runs, then stop
+        one.execute(0, Command.MAC16, col=5, row=2)
+        assert np.array_equal(one.channels[0].acc, run.channels[0].acc)
+        assert not np.array_equal(before, run.channels[0].acc)
