@@ -13,7 +13,8 @@ from patton.sim.functional import FunctionalModel
 from patton.sim.isa import Command, Instruction, Opcode
 
 CENT = TRACES / "cent"
-NAMES = ("cent_tiny_llama_h8_pp_8cpb_seq64", "cent_llama7b_mp_1dev_seq512")
+NAMES = ("cent_tiny_llama_h8_pp_8cpb_seq64", "cent_llama7b_mp_1dev_seq512",
+         "cent_llama70b_gqa_mp_4dev_seq64", "cent_gpt_small_h16_pp_32cpb_seq256")
 PROFILES = ("0f28a07", "2eb1ee0")
 
 
@@ -55,6 +56,10 @@ def test_the_wide_lines_are_noted_and_refused_when_strict():
         (2620, "opsize 256 exceeds the 64 columns per row")]
     with pytest.raises(trace.TraceError, match=r"seq512.trace:2619: opsize 256 exceeds"):
         trace.read(path, strict=True)
+    notes.clear()
+    trace.read(CENT / "cent_llama70b_gqa_mp_4dev_seq64.trace", notes=notes)
+    assert [(n.line, n.reason.split(":")[0]) for n in notes] == [
+        (3895, "opsize 512 exceeds the 64 columns per row")]
 
 
 @pytest.mark.parametrize("commit", PROFILES)
