@@ -43,16 +43,21 @@ def stat_cells(log: str) -> dict[str, int]:
 
 
 def by_part(cells: dict[str, int]) -> dict[str, list[int]]:
-    """Group instance modules (``patton_channel.mac3``) by part (``mac``)."""
+    """Group instance modules (``patton_channel.mac3``, ``patton_channel.af_operands3.bias_load``)
+    by part (``mac``, ``af_operands.bias_load``); each module's count leaves out the one cell of
+    each submodule instance in it (the submodule is its own part)."""
     parts: dict[str, list[int]] = defaultdict(list)
     for module, n in cells.items():
         if module == "design":
             continue
-        name = module.removeprefix(f"{TOP}.")
-        if module == TOP:  # less one cell per submodule instance
-            parts["(top glue)"].append(n - sum(1 for m in cells if m.count(".") == 1))
-        elif "." not in name:
-            parts[re.sub(r"\d+$", "", name)].append(n)
+        children = sum(1 for m in cells if m.startswith(module + ".")
+                       and "." not in m[len(module) + 1:])
+        if module == TOP:
+            parts["(top glue)"].append(n - children)
+        else:
+            name = module.removeprefix(f"{TOP}.")
+            parts[".".join(re.sub(r"\d+$", "", x) for x in name.split("."))].append(
+                n - children)
     return dict(parts)
 
 

@@ -5,20 +5,29 @@ Pipeline (one command per cycle, issued in cycle ``t``):
 * cycle ``t``: the decoder and the timing checker judge the command (combinational, reported on
   ``violation`` in the same cycle); a legal command updates the open-row state and the register
   mode at the end of the cycle and addresses the synchronous read ports (bank mats at their
-  open row, global buffer);
-* cycle ``t + 1``: its writes happen (mats, global buffer, accumulators) and its read data
-  enters the return pipeline. Every write happens one cycle after issue and every read port is
-  write-first, so commands observe each other strictly in issue order. A MAC or MAC16 copies
-  its operands into the MAC units' input registers in the middle of this cycle, on a gated
-  clock, and its result reaches the accumulators at the cycle's end;
+  open row, global buffer). An AF16 addresses each bank's mat at the LUT column of that bank's
+  own accumulator (read out, its segment decoded: the accumulator as the command before it
+  leaves it, a MAC's result in stage 1 included);
+* cycle ``t + 1``: its writes happen (mats, global buffer, accumulators, AF registers) and its
+  read data enters the return pipeline. Every write happens one cycle after issue and every
+  read port is write-first, so commands observe each other strictly in issue order. A MAC,
+  MAC16 or AF16 copies its operands into the MAC units' input registers in the middle of this
+  cycle, on a gated clock, an EWMUL16 into the EWMUL units' on another, and the result reaches
+  the accumulators (MAC, MAC16), the AF registers (AF16) or the mats of banks 4g + 2 (EWMUL16)
+  at the cycle's end;
 * cycle ``t + latency``: read data is on its return port (``TIMING.latency``): ``rdata``
-  52 cycles after an RD, ``rdata_mac`` 2 cycles after an RDMAC16. The timing table lets an RD
-  at ``t`` and an RDMAC16 at ``t + 50`` return in the same cycle; each has its own port, so
-  both arrive.
+  52 cycles after an RD, ``rdata_mac`` 2 cycles after an RDMAC16 or RDAF16. The timing table
+  lets an RD at ``t`` and an RDMAC16 or RDAF16 at ``t + 50`` return in the same cycle; RD has
+  its own port, so both arrive. RDMAC16 and RDAF16 share theirs: they have the same latency,
+  so two of them never return together.
 
 A MAC or MAC16 takes its vector from the global buffer, or, when the command carries CFR
 BROADCAST = 1, from the partner bank ``b ^ 1`` (same open row and column); a MAC16 under
-BROADCAST = 1 updates the even banks only (``sim/functional.py``).
+BROADCAST = 1 updates the even banks only (``sim/functional.py``). EWMUL16 multiplies banks
+``4g`` and ``4g + 1`` lane by lane in bank group ``g``'s EWMUL unit (``hw/ewmul.py``) for bank
+``4g + 2``, in every bank group under CFR EWMUL_BG = 1 and in group 0 only under 0. AF16
+evaluates ``v + k (x - base)`` in each bank's MAC unit with two live lanes and rounds it with
+the bank's accumulator readout (``hw/af.py``).
 
 A command with a protocol error is not executed; a command that breaks only timing rules is
 flagged and executed.
@@ -40,8 +49,10 @@ from amaranth.hdl import (
 )
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
+from patton.hw.af import SEGMENT_BITS, SEGMENT_OF_ZERO, AfOperands, AfSegment
 from patton.hw.bank import Bank
 from patton.hw.decoder import Decoder
+from patton.hw.ewmul import EwmulUnit
 from patton.hw.global_buffer import GlobalBuffer
 from patton.hw.isa import (
     COL_BITS,
@@ -56,10 +67,12 @@ from patton.hw.timing_checker import TimingChecker
 from patton.sim.isa import Command
 from patton.sim.timing import TIMING, TimingTable
 
-__all__ = ["Channel", "RETURNING"]
+__all__ = ["Channel", "RETURNING", "REGISTER_READS"]
 
-#: Commands that return data, each on its own port (``rdata``, ``rdata_mac``).
-RETURNING = (Command.RD, Command.RDMAC16)
+#: Commands that return data: RD on ``rdata``, the register reads on ``rdata_mac``.
+RETURNING = (Command.RD, Command.RDMAC16, Command.RDAF16)
+#: The register reads, which share ``rdata_mac`` (they must have the same latency).
+REGISTER_READS = (Command.RDMAC16, Command.RDAF16)
 #: Width of the sticky violation counter.
 COUNTER_BITS = 16
 
@@ -86,7 +99,8 @@ class Channel(wiring.Component):
     rdata : Out
         RD data (:func:`patton.hw.isa.read_layout`), valid in the cycle it returns.
     rdata_mac : Out
-        RDMAC16 data (same layout), valid in the cycle it returns; may coincide with ``rdata``.
+        RDMAC16 and RDAF16 data (same layout, ``command`` says which), valid in the cycle it
+        returns; may coincide with ``rdata``.
     violation : Out
         Combinational verdict on this cycle's command (:func:`patton.hw.isa.violation_layout`).
     violations : Out
@@ -107,6 +121,10 @@ class Channel(wiring.Component):
             if timing.latency[c] < 2:
                 raise ValueError(f"{c.name} latency {timing.latency[c]!r} is below 2 cycles "
                                  "(data enters the return pipeline one cycle after issue)")
+        shared = {c.name: timing.latency[c] for c in REGISTER_READS}
+        if len(set(shared.values())) > 1:
+            raise ValueError(f"the register reads share rdata_mac, which needs one latency; "
+                             f"got {shared}")
         if mac is None:
             mac = importlib.import_module(f"{__package__}.mac")
         for name in ("MacUnit", "Bf16Readout", "BiasLoad"):
@@ -164,15 +182,67 @@ class Channel(wiring.Component):
         for b in range(nb):
             m.submodules[f"bank{b}"] = bank = Bank(p, blackbox=self._blackbox)
             banks.append(bank)
-        macs, readouts, biases = [], [], []
+        macs, readouts, biases, af_operands = [], [], [], []
+        mac_segments, bias_segments = [], []
         for b in range(nb):
             m.submodules[f"mac{b}"] = unit = self._mac.MacUnit()
             m.submodules[f"readout{b}"] = readout = self._mac.Bf16Readout()
             m.submodules[f"bias{b}"] = bias = self._mac.BiasLoad()
+            m.submodules[f"af_operands{b}"] = operands = AfOperands(p)
+            m.submodules[f"mac_segment{b}"] = mac_segment = AfSegment()
+            m.submodules[f"bias_segment{b}"] = bias_segment = AfSegment()
             macs.append(unit)
             readouts.append(readout)
             biases.append(bias)
+            af_operands.append(operands)
+            mac_segments.append(mac_segment)
+            bias_segments.append(bias_segment)
+        # EWMUL16 in bank group g: bank per*g + 2 = bank per*g (x) bank per*g + 1. Organisations
+        # with fewer than 3 banks per group (the formal harness's smallest) have no EWMUL unit.
+        per = p.banks_per_group
+        ewmuls = []
+        if per >= 3:
+            for g in range(p.bankgroups):
+                m.submodules[f"ewmul{g}"] = unit = EwmulUnit()
+                ewmuls.append(unit)
+        # Per bank: the accumulator, what it reads out as (RDMAC16, and AF16's input), the AF
+        # segment of that, and the AF result. value and segment are loaded with the
+        # accumulator, from the same gated-clock logic that computes it (decision 17), so that
+        # no readout or segment decoder runs in a cycle that changes no accumulator.
         acc = [Signal(32, name=f"acc{b}") for b in range(nb)]
+        value = [Signal(16, name=f"value{b}") for b in range(nb)]  # readout(acc)
+        segment = [Signal(SEGMENT_BITS, init=SEGMENT_OF_ZERO, name=f"segment{b}")
+                   for b in range(nb)]  # AF segment of value
+        af = [Signal(16, name=f"af{b}") for b in range(nb)]  # the AF result registers
+
+        # --- stage 1 registers: the command issued one cycle earlier ------------------------
+        s1_valid = Signal()
+        s1_command = Signal(Opcode)
+        s1_bank = Signal(bank_bits)
+        s1_row = Signal(p.mat_row_bits)  # the mat row its writes go to
+        s1_col = Signal(COL_BITS)
+        s1_data = Signal(p.width)
+        s1_mask = Signal(p.lanes)
+        s1_broadcast = Signal()
+        s1_ewmul_bg = Signal()
+
+        def was(*commands):
+            result = Const(0)
+            for c in commands:
+                result = result | (s1_command == Opcode[c.name])
+            return s1_valid & result
+
+        # Which accumulators the command in stage 1 writes: from its MAC unit (MAC, MAC16; under
+        # BROADCAST = 1 MAC16 updates only the even banks, each with its odd partner's word; the
+        # odd accumulators stay) or from its bias (WRMAC16, mask bit b).
+        from_mac = [Signal(name=f"from_mac{b}") for b in range(nb)]
+        from_bias = [Signal(name=f"from_bias{b}") for b in range(nb)]
+        for b in range(nb):
+            mac16 = was(Command.MAC16)
+            if b % 2 or b + 1 >= nb:
+                mac16 = mac16 & ~s1_broadcast
+            m.d.comb += [from_mac[b].eq(mac16 | (was(Command.MAC) & (s1_bank == b))),
+                         from_bias[b].eq(was(Command.WRMAC16) & s1_mask[b])]
 
         # --- stage 0: judge the command, update row state, address the read ports ----------
         m.d.comb += [
@@ -182,7 +252,8 @@ class Channel(wiring.Component):
             self.reg_mode.eq(dec.reg_mode),
         ]
         for b, bank in enumerate(banks):
-            m.d.comb += [dec.open[b].eq(bank.open), dec.rows[b].eq(bank.row)]
+            m.d.comb += [dec.open[b].eq(bank.open), dec.luts[b].eq(bank.lut),
+                         dec.rows[b].eq(bank.row)]
         exe = dec.execute
 
         def is_(*commands):
@@ -191,43 +262,36 @@ class Channel(wiring.Component):
                 result = result | (cmd.command == Opcode[c.name])
             return result
 
+        # AF16: each bank reads the LUT column of its own accumulator's segment, as the command
+        # in stage 1 leaves the accumulator: a MAC result in stage 1 is forwarded (a WRMAC16
+        # cannot be there: an AF16 needs a TMOD after it).
+        pair_bits = (p.lanes // 2 - 1).bit_length()  # segments per column: lanes / 2
+        af_issue = is_(Command.AF16)
         sel = cmd.bank[:bank_bits]
         for b, bank in enumerate(banks):
             here = sel == b
+            af_segment = Mux(from_mac[b], mac_segments[b].segment, segment[b])
             m.d.comb += [
                 bank.act.eq(exe & ((is_(Command.ACT) & here) | is_(Command.ACT16))),
-                bank.act_row.eq(cmd.row),
+                bank.act_lut.eq(cmd.lut), bank.act_row.eq(cmd.row),
                 bank.pre.eq(exe & ((is_(Command.PRE) & here)
                                    | is_(Command.PREA, Command.WRA16))),
-                bank.rd_col.eq(cmd.col),
+                bank.rd_col.eq(Mux(af_issue, af_segment[pair_bits:], cmd.col)),
             ]
         m.d.comb += gb.rd_col.eq(cmd.col)
 
-        # --- stage 1: writes and read returns of the command issued one cycle earlier ------
-        s1_valid = Signal()
-        s1_command = Signal(Opcode)
-        s1_bank = Signal(bank_bits)
-        s1_row = Signal(p.row_bits)
-        s1_col = Signal(COL_BITS)
-        s1_data = Signal(p.width)
-        s1_mask = Signal(p.lanes)
-        s1_broadcast = Signal()
-        open_row = Array(bank.row for bank in banks)[sel]
+        open_row = Array(bank.mat_row for bank in banks)[sel]
+        every_bank = is_(Command.MAC16, Command.WRA16, Command.EWMUL16, Command.AF16)
         m.d.sync += [
             s1_valid.eq(exe), s1_command.eq(cmd.command), s1_bank.eq(sel),
-            s1_row.eq(Mux(is_(Command.MAC16, Command.WRA16), banks[0].row, open_row)),
+            s1_row.eq(Mux(every_bank, banks[0].mat_row, open_row)),
             s1_col.eq(cmd.col), s1_data.eq(cmd.data), s1_mask.eq(cmd.mask),
-            s1_broadcast.eq(cmd.broadcast),
+            s1_broadcast.eq(cmd.broadcast), s1_ewmul_bg.eq(cmd.ewmul_bg),
         ]
 
-        def was(*commands):
-            result = Const(0)
-            for c in commands:
-                result = result | (s1_command == Opcode[c.name])
-            return s1_valid & result
-
+        # --- stage 1: writes and read returns of the command issued one cycle earlier ------
         all_lanes = Const((1 << p.lanes) - 1, p.lanes)
-        word = [s1_data[16 * b:16 * b + 16] for b in range(p.lanes)]
+        ewmul_into = {g * per + 2: (g, unit) for g, unit in enumerate(ewmuls)}
         for b, bank in enumerate(banks):
             here = s1_bank == b
             m.d.comb += [bank.wr_row.eq(s1_row), bank.wr_col.eq(s1_col)]
@@ -238,8 +302,14 @@ class Channel(wiring.Component):
                 m.d.comb += [bank.wr_en.eq(1), bank.wr_data.eq(gb.rd_data),
                              bank.wr_mask.eq(all_lanes)]
             with m.Elif(was(Command.WRA16)):
-                m.d.comb += [bank.wr_en.eq(1), bank.wr_data.eq(word[b].replicate(p.lanes)),
+                word = s1_data[16 * b:16 * b + 16]
+                m.d.comb += [bank.wr_en.eq(1), bank.wr_data.eq(word.replicate(p.lanes)),
                              bank.wr_mask.eq(s1_mask)]
+            if b in ewmul_into:  # EWMUL_BG = 0: bank group 0 only
+                g, unit = ewmul_into[b]
+                with m.Elif(was(Command.EWMUL16) & (s1_ewmul_bg if g else 1)):
+                    m.d.comb += [bank.wr_en.eq(1), bank.wr_data.eq(unit.result),
+                                 bank.wr_mask.eq(all_lanes)]
 
         bank_data = Array(bank.rd_data for bank in banks)[s1_bank]
         m.d.comb += gb.wr_col.eq(s1_col)
@@ -248,58 +318,83 @@ class Channel(wiring.Component):
         with m.Elif(was(Command.RDCP)):
             m.d.comb += [gb.wr_en.eq(1), gb.wr_data.eq(bank_data), gb.wr_mask.eq(all_lanes)]
 
-        # MAC operands: copied in the middle of a cycle that executes a MAC or MAC16, on the
-        # rising edge of the gated clock ``~clk & mac_now`` (mac_now is a register output, so
-        # it is stable while clk is low). The MAC units only see these copies, so an
-        # event-driven simulator (Verilator) evaluates their logic only after such an edge,
-        # not every cycle; the result still reaches the accumulators at the cycle's end.
-        # The vector source (CFR BROADCAST) is copied on the same edge, so that the operand
-        # multiplexers, too, depend on gated-clock registers only.
-        m.domains.mac = ClockDomain("mac", local=True, reset_less=True)
-        mac_now = Signal()
-        m.d.comb += [
-            mac_now.eq(was(Command.MAC16, Command.MAC)),
-            ClockSignal("mac").eq(~ClockSignal("sync") & mac_now),
-        ]
+        # Operands on gated clocks, copied in the middle of a stage-1 cycle, on the rising edge
+        # of ``~clk & now`` (``now`` is decoded from stage-1 registers, so it is stable while
+        # clk is low). The units behind the copies only see them, so an event-driven simulator
+        # (Verilator) evaluates their logic only after such an edge, not every cycle; the
+        # results still reach their registers at the cycle's end. ``mac``: MAC, MAC16, AF16 (the
+        # MAC units, the AF operand logic in front of them, the readouts and segment decoders
+        # behind them; the vector source and the AF16 mode are copied too, so that the operand
+        # multiplexers depend on these copies only). ``bias``: WRMAC16 (the bias loads, their
+        # readouts and segments). ``ewmul``: EWMUL16 (its 64 lanes would otherwise run in every
+        # MAC16 cycle too).
+        gated = {"mac": (Command.MAC16, Command.MAC, Command.AF16),
+                 "bias": (Command.WRMAC16,), "ewmul": (Command.EWMUL16,)}
+        for domain, commands in gated.items():
+            m.domains += ClockDomain(domain, local=True, reset_less=True)
+            now = Signal(name=f"{domain}_now")
+            m.d.comb += [now.eq(was(*commands)),
+                         ClockSignal(domain).eq(~ClockSignal("sync") & now)]
+
+        for g, unit in enumerate(ewmuls):
+            factors = [Signal(p.width, name=f"ewmul{g}_{x}") for x in "ab"]
+            m.d.ewmul += [factors[0].eq(banks[g * per].rd_data),
+                          factors[1].eq(banks[g * per + 1].rd_data)]
+            m.d.comb += [unit.a.eq(factors[0]), unit.b.eq(factors[1])]
+
+        words = Signal(p.width)  # WRMAC16's payload
+        m.d.bias += words.eq(s1_data)
         vector = Signal(p.width)
-        neighbour = Signal()  # BROADCAST = 1: bank b's vector is bank b ^ 1's word
-        m.d.mac += [vector.eq(gb.rd_data), neighbour.eq(s1_broadcast)]
+        neighbour = Signal()  # bank b's vector is bank b ^ 1's word
+        evaluate = Signal()  # AF16: the MAC units evaluate the activation function
+        m.d.mac += [vector.eq(gb.rd_data), neighbour.eq(s1_broadcast),
+                    evaluate.eq(s1_command == Opcode.AF16)]
         operands = [Signal(p.width, name=f"operand{b}") for b in range(nb)]
         for b in range(nb):
             partial = Signal(32, name=f"partial{b}")
-            m.d.mac += [operands[b].eq(banks[b].rd_data), partial.eq(acc[b])]
+            af_value = Signal(16, name=f"af_value{b}")
+            af_segment = Signal(SEGMENT_BITS, name=f"af_seg{b}")
+            m.d.mac += [operands[b].eq(banks[b].rd_data), partial.eq(acc[b]),
+                        af_value.eq(value[b]), af_segment.eq(segment[b])]
             partner = operands[b ^ 1] if b ^ 1 < nb else vector
+            ops = af_operands[b]
             m.d.comb += [
-                macs[b].a.eq(operands[b]), macs[b].b.eq(Mux(neighbour, partner, vector)),
-                macs[b].acc.eq(partial),
-                readouts[b].acc.eq(acc[b]),
-                biases[b].bias.eq(word[b]),
+                ops.word.eq(operands[b]), ops.vector.eq(Mux(neighbour, partner, vector)),
+                ops.partial.eq(partial), ops.evaluate.eq(evaluate), ops.value.eq(af_value),
+                ops.segment.eq(af_segment),
+                macs[b].a.eq(ops.a), macs[b].b.eq(ops.b), macs[b].acc.eq(ops.acc),
+                # One readout per bank rounds every MAC unit result: the accumulator's new
+                # value (MAC, MAC16) or the activation (AF16).
+                readouts[b].acc.eq(macs[b].result),
+                mac_segments[b].value.eq(readouts[b].value),
+                biases[b].bias.eq(words[16 * b:16 * b + 16]),
+                bias_segments[b].value.eq(biases[b].value),
             ]
-            # MAC16 under BROADCAST = 1 updates only the even banks (each with its odd
-            # partner's word); the odd accumulators stay.
-            mac16 = was(Command.MAC16)
-            if b % 2 or b + 1 >= nb:
-                mac16 = mac16 & ~s1_broadcast
-            with m.If(mac16 | (was(Command.MAC) & (s1_bank == b))):
-                m.d.sync += acc[b].eq(macs[b].result)
-            with m.Elif(was(Command.WRMAC16) & s1_mask[b]):
-                m.d.sync += acc[b].eq(biases[b].acc)
+            with m.If(from_mac[b]):
+                m.d.sync += [acc[b].eq(macs[b].result), value[b].eq(readouts[b].value),
+                             segment[b].eq(mac_segments[b].segment)]
+            with m.Elif(from_bias[b]):
+                m.d.sync += [acc[b].eq(biases[b].acc), value[b].eq(biases[b].value),
+                             segment[b].eq(bias_segments[b].segment)]
+            with m.If(was(Command.AF16)):
+                m.d.sync += af[b].eq(readouts[b].value)
 
-        # --- read returns: one pipeline and port per returning command, so that returns in
-        # the same cycle (an RD at t, an RDMAC16 at t + 50) both arrive. Data enters at the
-        # end of stage 1 (cycle t + 1) at depth latency - 2 and moves down one stage per cycle;
-        # stage 0 is the port.
-        ports = {Command.RD: (self.rdata, bank_data, "rd"),
-                 Command.RDMAC16: (self.rdata_mac, Cat(r.value for r in readouts), "rdmac")}
-        assert set(ports) == set(RETURNING)
-        for c, (port, payload, name) in ports.items():
-            depth = self.latency(c) - 1
+        # --- read returns: one pipeline and port for RD, one for the register reads, so that
+        # returns in the same cycle (an RD at t, an RDMAC16 or RDAF16 at t + 50) both arrive.
+        # Data enters at the end of stage 1 (cycle t + 1) at depth latency - 2 and moves down
+        # one stage per cycle; stage 0 is the port.
+        registers = Mux(was(Command.RDAF16), Cat(*af), Cat(*value))
+        ports = [(self.rdata, bank_data, (Command.RD,), "rd"),
+                 (self.rdata_mac, registers, REGISTER_READS, "rdmac")]
+        assert {c for *_, cs, _ in ports for c in cs} == set(RETURNING)
+        for port, payload, commands, name in ports:
+            depth = self.latency(commands[0]) - 1
             stages = [Signal(port.shape(), name=f"{name}_ret{k}") for k in range(depth)]
             for k in range(depth - 1):
                 m.d.sync += stages[k].eq(stages[k + 1])
             m.d.sync += stages[-1].eq(0)
-            with m.If(was(c)):
-                m.d.sync += [stages[-1].valid.eq(1), stages[-1].command.eq(Opcode[c.name]),
+            with m.If(was(*commands)):
+                m.d.sync += [stages[-1].valid.eq(1), stages[-1].command.eq(s1_command),
                              stages[-1].data.eq(payload)]
             m.d.comb += port.eq(stages[0])
 

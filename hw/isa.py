@@ -3,10 +3,15 @@
 The opcode enum is built from :class:`patton.sim.isa.Command` (same names, same values), so the
 RTL decodes exactly the ISA the models use.
 
-The command port also carries ``broadcast``, the CFR BROADCAST value in effect when the command
-was issued (:class:`patton.sim.isa.Cfr`). The device sets its CFRs by mode-register writes, which
-the public simulator (and so our schedules) does not issue as DRAM commands; each schedule entry
-carries the CFR state it was issued under instead, and a testbench packs it here.
+The command port also carries ``broadcast`` and ``ewmul_bg``, the CFR BROADCAST and EWMUL_BG
+values in effect when the command was issued (:class:`patton.sim.isa.Cfr`). The device sets its
+CFRs by mode-register writes, which the public simulator (and so our schedules) does not issue
+as DRAM commands; each schedule entry carries the CFR state it was issued under instead, and a
+testbench packs it here. (CFR AFM needs no field: AF16 evaluates whichever LUT row is open.)
+
+Rows: the activation-function LUT rows (``sim.device.AF_ROW_BASE + k``, ``k`` below
+``sim.protocol.LUT_ROWS``) do not fit the 16-bit row field; the port names them with ``lut = 1``
+and ``row = k``. ``lut = 0`` names the normal row ``row``.
 """
 
 from __future__ import annotations
@@ -45,7 +50,8 @@ Opcode.__module__ = __name__
 IMPLEMENTED = frozenset({
     Command.ACT, Command.ACT16, Command.PRE, Command.PREA, Command.RD, Command.WR,
     Command.MAC, Command.MAC16, Command.RDCP, Command.WRCP, Command.WRGB, Command.WRMAC16,
-    Command.RDMAC16, Command.WRA16, Command.TMOD,
+    Command.RDMAC16, Command.WRA16, Command.TMOD, Command.EWMUL16, Command.AF16,
+    Command.RDAF16,
 })
 #: Commands rejected with a protocol error (everything else in the ISA).
 REJECTED = frozenset(Command) - IMPLEMENTED
@@ -72,7 +78,7 @@ class ProtocolCode(enum.Enum, shape=4):
     """Why a command was refused (the command is then not executed)."""
 
     NONE = 0
-    REJECTED = 1  # not implemented in this version (EWMUL16, AF16, RDAF16, RDA, ...)
+    REJECTED = 1  # not implemented in this version (RDA, WRA, ACT4, PRE4, refresh, ...)
     MODE = 2  # wrong register mode (TMOD toggles it)
     RANGE = 3  # bank, row or column out of range
     BANK_OPEN = 4  # ACT to a bank open on another row
@@ -81,6 +87,7 @@ class ProtocolCode(enum.Enum, shape=4):
     WRONG_ROW = 7  # column command to a row other than the open one
     NOT_ALL_OPEN = 8  # all-bank command without the same row open in all banks
     PARTNER = 9  # MAC under BROADCAST = 1 without its partner bank b ^ 1 open on the row
+    LUT_ROW = 10  # AF16 while the row open in every bank is not a LUT row
 
 
 def command_layout(params: ChannelParams) -> data.StructLayout:
@@ -92,16 +99,19 @@ def command_layout(params: ChannelParams) -> data.StructLayout:
         "row": unsigned(ROW_BITS),  # row (ACT, ACT16, and the row a column command expects)
         "col": unsigned(COL_BITS),  # column (column commands, WRGB, MAC16, WRA16)
         "broadcast": unsigned(1),  # CFR BROADCAST in effect at issue (MAC, MAC16 vector source)
+        "ewmul_bg": unsigned(1),  # CFR EWMUL_BG in effect at issue (EWMUL16: 1 all groups)
+        "lut": unsigned(1),  # ``row`` is LUT row ``k`` (AF_ROW_BASE + k), not a normal row
         "data": unsigned(params.width),  # write data, lane i in bits [16i+15:16i]
         "mask": unsigned(params.lanes),  # write lane mask (WRMAC16, WRA16: bank mask)
     })
 
 
 def read_layout(params: ChannelParams) -> data.StructLayout:
-    """Return the layout of a read-data output (``rdata`` for RD, ``rdata_mac`` for RDMAC16)."""
+    """Return the layout of a read-data output (``rdata`` for RD, ``rdata_mac`` for RDMAC16 and
+    RDAF16)."""
     return data.StructLayout({
         "valid": unsigned(1),  # data returns this cycle
-        "command": Opcode,  # the command that read it (RD or RDMAC16)
+        "command": Opcode,  # the command that read it (RD, RDMAC16 or RDAF16)
         "data": unsigned(params.width),  # 16 bfloat16 lanes
     })
 

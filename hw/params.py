@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from patton.sim.device import DEVICE, Device
+from patton.sim.protocol import LUT_ROWS
 
 __all__ = ["ChannelParams"]
 
@@ -87,6 +88,28 @@ class ChannelParams:
     def row_bits(self) -> int:
         """Bits of a row address inside the mat."""
         return max(1, (self.rows - 1).bit_length())
+
+    @property
+    def lut_rows(self) -> int:
+        """Activation-function LUT rows per bank (one per AFM value), behind the normal rows."""
+        return LUT_ROWS
+
+    @property
+    def open_row_bits(self) -> int:
+        """Bits of a bank's open-row register: a normal row, or a LUT row's index ``k`` (its
+        ``lut`` flag beside it)."""
+        return max(self.row_bits, (self.lut_rows - 1).bit_length())
+
+    @property
+    def mat_rows(self) -> int:
+        """Rows of a bank's mat: the normal rows, then the LUT rows (LUT row ``k`` is mat row
+        ``rows + k``)."""
+        return self.rows + self.lut_rows
+
+    @property
+    def mat_row_bits(self) -> int:
+        """Bits of a row address inside the mat (normal and LUT rows)."""
+        return max(1, (self.mat_rows - 1).bit_length())
 
     @property
     def col_bits(self) -> int:

@@ -96,6 +96,6 @@ def choose_rows(row: int, waves: str | None = None, timing: str = DEFAULT_PROFIL
 
 
 def highest_row(rows: Iterable[int]) -> int:
-    """The highest row of the RTL's row range in ``rows`` (-1 if none; AF LUT rows excluded):
-    what :func:`choose_rows` takes."""
+    """The highest normal row in ``rows`` (-1 if none): what :func:`choose_rows` takes. The AF
+    LUT rows are left out: every build has them, behind its normal rows."""
     return max((r for r in rows if r < AF_ROW_BASE), default=-1)

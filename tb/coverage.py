@@ -33,9 +33,15 @@ Groups (under ``rtl.``):
 ``mac.cross``
     executed ``MAC``/``MAC16`` crossed with CFR BROADCAST 0/1 (``mac.command`` and
     ``mac.broadcast`` are its two points).
+``ewmul.bg``
+    executed ``EWMUL16`` under CFR EWMUL_BG 0 (bank group 0 only) and 1 (every group).
+``af.lut``
+    executed ``AF16`` on each LUT row ``AF_ROW_BASE + k`` (the default table of AFM ``k``, or
+    what writes left there), and on a LUT row that an executed write (WR, WRCP, WRA16,
+    EWMUL16) had changed.
 ``reads.return``
-    per cycle with returned data: RD alone, RDMAC16 alone, both in one cycle (their return
-    paths are separate ports, ``rdata`` and ``rdata_mac``).
+    per cycle with returned data: RD alone, RDMAC16 alone, RDAF16 alone, RD with RDMAC16, RD
+    with RDAF16 in one cycle (RD returns on ``rdata``, the register reads on ``rdata_mac``).
 
 A bin nothing can reach is listed in :attr:`CoverageMonitor.unreachable` with the reason (a
 violation one cycle short of a gap of 1 would be two commands in one cycle).
@@ -49,9 +55,9 @@ from dataclasses import dataclass
 from cocotb_coverage import coverage as cc
 from patton.hw.isa import IMPLEMENTED, REJECTED, ProtocolCode
 from patton.sim.check import Checker, Violation
-from patton.sim.device import DEVICE, Device
-from patton.sim.isa import COMMAND_SCOPE, Cfr, Command, Scope
-from patton.sim.protocol import CLOSED, RULES, Operand, State, Targets
+from patton.sim.device import AF_ROW_BASE, DEVICE, Device
+from patton.sim.isa import CFR_RESET, COMMAND_SCOPE, Cfr, Command, Scope
+from patton.sim.protocol import CLOSED, LUT_ROWS, RULES, Operand, State, Targets
 from patton.sim.schedule import TimedCommand
 from patton.sim.timing import DEFAULT_PROFILE, Timing, TimingTable, timing_table
 from patton.tb.monitor import PlayResult
@@ -67,11 +73,16 @@ STATES: dict[str, tuple[str, ...]] = {
     "all_row": ("closed", "same", "other", "partial", "mixed"),  # every bank and a row
 }
 _MODES = ("normal", "register")
-_READS = ("RD", "RDMAC16", "RD+RDMAC16")
+_READS = ("RD", "RDMAC16", "RDAF16", "RD+RDMAC16", "RD+RDAF16")
+#: The bins of ``af.lut``: the LUT row AF16 ran on, and "written" (a LUT row a write changed).
+_AF_BINS = tuple(range(LUT_ROWS)) + ("written",)
+#: Commands that write a mat (what can change a LUT row).
+_WRITES = frozenset({Command.WR, Command.WRCP, Command.WRA16, Command.EWMUL16})
 #: The groups whose bins the figures count (``mac.command``/``mac.broadcast`` are the cross's
 #: points, not counted again).
 COUNTED = ("timing.boundary", "timing.legal", "timing.violation", "command.state",
-           "command.rejected", "protocol.error", "mac.cross", "reads.return")
+           "command.rejected", "protocol.error", "mac.cross", "ewmul.bg", "af.lut",
+           "reads.return")
 
 
 def _kind(command: Command) -> str:
@@ -219,6 +230,10 @@ class CoverageMonitor:
         self._rejected = self._point("command.rejected", sorted(REJECTED))
         self._protocol = self._point("protocol.error", codes)
         self._reads = self._point("reads.return", list(_READS))
+        self._ewmul = self._point("ewmul.bg", [0, 1], ["EWMUL_BG=0", "EWMUL_BG=1"])
+        self._af = self._point("af.lut", list(_AF_BINS),
+                               [f"LUT row {k}" for k in range(LUT_ROWS)] + ["written LUT row"])
+        self.written: set[int] = set()  # LUT rows (k) an executed write changed
         self._mac = self._cross()
         self.unreachable: dict[tuple[str, str], str] = {}
         self.dominated = dominated(self.timing)
@@ -291,6 +306,15 @@ class CoverageMonitor:
                     self._violation(rule)
             if executed and cmd.command in (Command.MAC, Command.MAC16):
                 self._mac(cmd.command, _broadcast(cmd))
+            if executed and cmd.command is Command.EWMUL16:
+                self._ewmul(_cfr(cmd, Cfr.EWMUL_BG))
+            lut = cmd.row - AF_ROW_BASE  # the row was checked: the open LUT row, if it is one
+            if executed and cmd.command is Command.AF16:
+                self._af(lut)
+                if lut in self.written:
+                    self._af("written")
+            if executed and cmd.command in _WRITES and cmd.row >= AF_ROW_BASE:
+                self.written.add(lut)
         cycles: dict[int, set[Command]] = {}
         for read in result.reads:
             cycles.setdefault(read.cycle, set()).add(read.command)
@@ -342,8 +366,13 @@ class CoverageMonitor:
         cc.coverage_db.export_to_xml(filename=path)
 
 
+def _cfr(cmd: TimedCommand, cfr: Cfr) -> int:
+    """The value of ``cfr`` the command was issued under (an empty ``cfr``: the reset ones)."""
+    return cmd.cfr[cfr] if len(cmd.cfr) > cfr else CFR_RESET[cfr]
+
+
 def _broadcast(cmd: TimedCommand) -> int:
-    return cmd.cfr[Cfr.BROADCAST] if len(cmd.cfr) > Cfr.BROADCAST else 0
+    return _cfr(cmd, Cfr.BROADCAST)
 
 
 def _sampled(value: object) -> None:

@@ -27,7 +27,7 @@ DRAIN = max(TIMING.latency.values()) + DRAIN_MARGIN
 
 #: How tb/player.v splits a packed command into stream fields (its parameters):
 #: ``{mask, data, head}``, head = every field below ``data``.
-HEAD_BITS, DATA_BITS, MASK_BITS = 36, 256, 16
+HEAD_BITS, DATA_BITS, MASK_BITS = 38, 256, 16
 
 
 class Driver:

@@ -23,8 +23,9 @@ Decisions:
   model's, counted in :attr:`RtlStats.model_reads`).
 - **What the RTL cannot replay** is refused before anything runs (so the models and the RTL
   never diverge): a write without ``data=`` (its payload would come from GPRs or be implicit),
-  an instruction this RTL version rejects by design (EWMUL, AF, RD_AF: ``hw.isa.REJECTED``), a
-  row beyond the RTL build's ``rows``.
+  an instruction whose command this RTL version rejects by design (``hw.isa.REJECTED``; no
+  instruction's final command is one today, the check stays for the table), a row beyond the
+  RTL build's ``rows``.
 - **Read-outs** are the RTL's values, in the canonical order of
   :class:`~patton.sim.program.Readout`: each RTL read is matched to its schedule command by issue
   cycle (return cycle minus latency), the command to its instruction by ``TimedCommand.source``.
@@ -51,22 +52,30 @@ from patton.hw.isa import REJECTED
 from patton.hw.params import ChannelParams
 from patton.sim.check import verify_from
 from patton.sim.cycle_model import DeviceState
-from patton.sim.device import DEVICE, Device
+from patton.sim.datapath import af_lut
+from patton.sim.device import AF_ROW_BASE, DEVICE, Device
 from patton.sim.executor import CycleExecutor, Peek, Result, Simulated, closed
 from patton.sim.isa import Command, Instruction, Opcode
 from patton.sim.program import OPCODES, UNSET, Program, Readout
+from patton.sim.protocol import LUT_ROWS
 from patton.sim.schedule import TimedCommand
 from patton.sim.timing import DEFAULT_PROFILE, Timing
 from patton.tb.driver import DRAIN
 from patton.tb.player import SchedulePlayer
+from patton.tb.reference import changed_words
 from patton.tb.scoreboard import Discrepancy, Scoreboard
 from patton.tb.session import Session
 
 __all__ = ["RtlExecutor", "RtlResult", "RtlStats", "head_channels"]
 
 #: Commands whose data the RTL returns.
-_READS = frozenset({Command.RD, Command.RDMAC16})
+_READS = frozenset({Command.RD, Command.RDMAC16, Command.RDAF16})
 _instances = 0
+
+
+def _dense_row(row: int, rows: int) -> int:
+    """The index of ``row`` in an array of a build's ``rows`` normal rows then its LUT rows."""
+    return rows + row - AF_ROW_BASE if row >= AF_ROW_BASE else row
 
 
 def head_channels(config, head: int) -> list[int]:  # noqa: ANN001 - runtime.config.Config
@@ -364,22 +373,19 @@ class RtlExecutor:
     # -- the live RTL --------------------------------------------------------------------------
 
     def mats(self, channel: int) -> dict[tuple[int, int, int], np.ndarray]:
-        """Read back ``channel``'s mat contents from its live RTL: every non-zero word by
-        (bank, row, column), now."""
+        """Read back ``channel``'s mat contents from its live RTL, now: every word that differs
+        from its power-up contents (zero; the default table in a LUT row), by (bank, row,
+        column)."""
         return self.sessions[channel].mats()
 
     def check_mats(self) -> int:
-        """Compare every bundled channel's RTL mats with the functional model's, word by word
-        (scoreboard counters; raises when ``strict``); return the words compared."""
+        """Compare every bundled channel's RTL mats with the functional model's, word by word,
+        LUT rows included (scoreboard counters; raises when ``strict``); return the words
+        compared."""
         before = self.scoreboard.mat_words
         for c in self.channels:
-            want: dict[tuple[int, int, int], np.ndarray] = {}
-            for row, block in self.model.channels[c].mats.items():
-                if row >= self.rows:
-                    continue
-                for bank, col in zip(*np.nonzero(block.any(axis=2))):
-                    want[int(bank), row, int(col)] = block[bank, col]
-            self.scoreboard.mats(want, self.mats(c), self.stats.programs, c, self.device.lanes)
+            want = changed_words(self.model.channels[c].mats, self.device)
+            self.scoreboard.mats(want, self.mats(c), self.stats.programs, c, self.device)
         self.scoreboard.settle()
         return self.scoreboard.mat_words - before
 
@@ -390,12 +396,15 @@ class RtlExecutor:
 
         def peek(ch: int, bank: int, row: int) -> np.ndarray:
             mats = dense.get(ch)
-            if mats is None:
-                mats = np.zeros((dev.banks, self.rows, dev.columns, dev.lanes), np.uint16)
+            if mats is None:  # the normal rows, then the LUT rows at their power-up contents
+                mats = np.zeros((dev.banks, self.rows + LUT_ROWS, dev.columns, dev.lanes),
+                                np.uint16)
+                for k in range(LUT_ROWS):
+                    mats[:, self.rows + k] = af_lut(k).reshape(dev.columns, dev.lanes)
                 for (b, r, col), word in self.mats(ch).items():
-                    mats[b, r, col] = word
+                    mats[b, _dense_row(r, self.rows), col] = word
                 dense[ch] = mats
-            return mats[bank, row]
+            return mats[bank, _dense_row(row, self.rows)]
 
         return [("the RTL's mats", peek), ("the functional model's mats", self.model.peek)]
 

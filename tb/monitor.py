@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 from patton.hw.isa import read_layout, violation_layout
 from patton.hw.params import ChannelParams
+from patton.sim.device import AF_ROW_BASE
 from patton.sim.isa import Command
 from patton.sim.timing import TIMING
 
@@ -25,10 +26,10 @@ __all__ = ["RtlRead", "RtlViolation", "PlayResult", "Monitor", "parse_mats"]
 
 @dataclass(frozen=True, slots=True)
 class RtlRead:
-    """Data the channel returned (RD on ``rdata``, RDMAC16 on ``rdata_mac``)."""
+    """Data the channel returned (RD on ``rdata``, RDMAC16 and RDAF16 on ``rdata_mac``)."""
 
     cycle: int  # channel cycle the data was valid in
-    command: Command  # RD or RDMAC16
+    command: Command  # RD, RDMAC16 or RDAF16
     data: np.ndarray  # (16,) uint16 bfloat16 bit patterns
 
     @property
@@ -60,7 +61,8 @@ class PlayResult:
     counter: int = 0  # the channel's violation counter (added in this segment)
     cycles: int = 0  # channel cycles simulated (the end line's cycle)
     seconds: float = 0.0  # wall time of the simulation (build excluded)
-    #: Mat contents: every non-zero word, ``(bank, row, col) -> (16,) uint16``.
+    #: Mat contents: every word that differs from its power-up contents (zero; in the LUT rows,
+    #: rows ``AF_ROW_BASE + k``, the default table), ``(bank, row, col) -> (16,) uint16``.
     mats: dict[tuple[int, int, int], np.ndarray] = field(default_factory=dict)
 
 
@@ -149,7 +151,9 @@ class Monitor:
 
 
 def parse_mats(path: Path, params: ChannelParams) -> dict[tuple[int, int, int], np.ndarray]:
-    """Parse a mat dump (``hw/mat.py``): non-zero words by (bank, row, col)."""
+    """Parse a mat dump (``hw/mat.py``): the words that differ from their power-up contents,
+    by (bank, row, col); the LUT rows behind a mat's ``params.rows`` normal rows are named as
+    the schedule names them, ``AF_ROW_BASE + k``."""
     if not path.exists():
         raise RuntimeError(f"the mats wrote no contents ({path}); see the simulator log")
     mats: dict[tuple[int, int, int], np.ndarray] = {}
@@ -160,6 +164,8 @@ def parse_mats(path: Path, params: ChannelParams) -> dict[tuple[int, int, int], 
         if kind != "M" or bank is None:
             raise RuntimeError(f"{path}: unexpected line {line!r}")
         row, col = divmod(int(addr_hex, 16), columns)
+        if row >= params.rows:
+            row += AF_ROW_BASE - params.rows
         words = np.frombuffer(int(word_hex, 16).to_bytes(2 * lanes, "little"), dtype="<u2")
         mats[int(bank.group(1)), row, col] = words.astype(np.uint16)
     return mats

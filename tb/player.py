@@ -26,8 +26,8 @@ import numpy as np
 from patton.hw.generate import TOP, emit_verilog
 from patton.hw.isa import command_layout
 from patton.hw.params import ChannelParams
-from patton.sim.device import DEVICE
-from patton.sim.isa import Cfr, Command
+from patton.sim.device import AF_ROW_BASE, DEVICE
+from patton.sim.isa import CFR_RESET, Cfr, Command
 from patton.sim.protocol import RULES, Operand, State, Targets
 from patton.sim.schedule import TimedCommand
 from patton.sim.timing import DEFAULT_PROFILE, Timing, timing_table
@@ -64,6 +64,8 @@ def _offsets(layout) -> dict[str, tuple[int, int]]:
     return {name: (f.offset, f.width) for name, f in layout}
 
 
+#: CFR values at reset, by ``Cfr`` id (what an empty ``TimedCommand.cfr`` stands for).
+_RESET = tuple(CFR_RESET[c] for c in Cfr)
 #: The row count in the header comment of a generated channel (``hw/generate.py``).
 _ROWS = re.compile(r"Organisation: .*?, (\d+) rows,")
 #: Rows of the probe player :meth:`SchedulePlayer.built_rows` makes (only its options count).
@@ -229,14 +231,17 @@ class SchedulePlayer:
     # -- packing ---------------------------------------------------------------------------
 
     def _pack(self, cmd: TimedCommand) -> int:
-        # ``broadcast``: CFR BROADCAST as the command's instruction was decoded (the schedule
-        # carries the CFRs, also in its text form as ``cfr=``; W CFR puts nothing on the bus).
-        # An empty ``cfr`` means the reset values: BROADCAST 0.
-        cfr = cmd.cfr
+        # ``broadcast``, ``ewmul_bg``: CFR BROADCAST and EWMUL_BG as the command's instruction
+        # was decoded (the schedule carries the CFRs, also in its text form as ``cfr=``; W CFR
+        # puts nothing on the bus). An empty ``cfr`` means the reset values (BROADCAST 0,
+        # EWMUL_BG 1). A LUT row AF_ROW_BASE + k goes as ``lut`` = 1, ``row`` = k.
+        cfr = cmd.cfr or _RESET
+        row = max(cmd.row, 0)
+        lut = row >= AF_ROW_BASE
         fields = {"valid": 1, "command": int(cmd.command), "bank": max(cmd.bank, 0),
-                  "row": max(cmd.row, 0), "col": max(cmd.col, 0),
-                  "broadcast": cfr[Cfr.BROADCAST] if len(cfr) > Cfr.BROADCAST else 0,
-                  "data": 0, "mask": (1 << self.params.lanes) - 1}
+                  "row": row - AF_ROW_BASE if lut else row, "col": max(cmd.col, 0),
+                  "broadcast": cfr[Cfr.BROADCAST], "ewmul_bg": cfr[Cfr.EWMUL_BG],
+                  "lut": int(lut), "data": 0, "mask": (1 << self.params.lanes) - 1}
         payload = cmd.payload
         if payload is not None:
             fields["data"] = int.from_bytes(np.asarray(payload, dtype="<u2").tobytes(), "little")

@@ -8,13 +8,14 @@
 //                       over the whole stream (one command per cycle). The packed command (the
 //                       packing is patton.hw.isa.command_layout) is {mask, data, head}: head
 //                       holds the fields below the payload (valid, command, bank, row, col,
-//                       broadcast). Split this way, a command without payload is a short line.
+//                       broadcast, ewmul_bg, lut). Split this way, a command without payload is
+//                       a short line.
 //                   "S <drain>"  end of a segment (decimal): run <drain> more cycles (the
 //                       longest read latency plus margin), write the end line, flush the
 //                       results and read on.
-//                   "M"  dump the mats now (between segments): every patton_mat writes its
-//                       non-zero words to +MATS (hw/mat.py), then "M <cycle>" is written and
-//                       flushed; read on.
+//                   "M"  dump the mats now (between segments): every patton_mat writes the
+//                       words that differ from their power-up contents to +MATS (hw/mat.py),
+//                       then "M <cycle>" is written and flushed; read on.
 //                   "Q"  quit: close the files, raise `done`.
 //                   end of file: as "S +DRAIN" then "Q" (a one-shot schedule file needs no
 //                       control lines); with +FOLLOW, end of file means "nothing yet": the
@@ -24,8 +25,8 @@
 //                   simulation until the writer sends the next segment.
 // +RESULTS=<file>   written here (hex): "H <cycle>" once, when the files are open; "R <cycle>
 //                   <packed read data>" for every returned read (RD data from `rdata`, RDMAC16
-//                   data from `rdata_mac`; when both return in one cycle, the RD, which was
-//                   issued first, is written first); "V <cycle> <packed violation>" for every
+//                   and RDAF16 data from `rdata_mac`; when both return in one cycle, the RD,
+//                   which was issued first, is written first); "V <cycle> <packed violation>" for every
 //                   flagged command; "E <cycle> <violation counter>" at each segment end (the
 //                   counter is the channel's sticky count since reset); "M <cycle>" after a mat
 //                   dump. Flushed at every "H", "E" and "M".
@@ -36,7 +37,7 @@
 // the only signals cocotb touches, and the only public ones: tb/player.py builds with
 // --no-public-flat-rw, which lets Verilator optimise everything else.
 module patton_player #(
-    parameter HEAD_BITS = 36,
+    parameter HEAD_BITS = 38,
     parameter DATA_BITS = 256,
     parameter MASK_BITS = 16,
     parameter READ_BITS = 262,

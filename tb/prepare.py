@@ -59,6 +59,8 @@ def check_trace_rows(program: Sequence[Instruction], rows: int, source: str) -> 
 
 
 def check_schedule_rows(commands: Sequence[TimedCommand], rows: int, source: str) -> None:
+    """Refuse a normal row beyond the build's ``rows``; the AF LUT rows (``AF_ROW_BASE + k``)
+    exist in every build, behind its normal rows."""
     for cmd in commands:
         if rows <= cmd.row < AF_ROW_BASE:
             raise RowsError(f"{source}:{cmd.line}: {cmd.command.name} addresses row {cmd.row}, "

@@ -4,8 +4,8 @@
 are identical (same commands, cycles, payloads, masks and CFRs): a trace that sends the same
 work to all 32 channels is one replay. :func:`replay_group` replays one group's schedule
 (:meth:`SchedulePlayer.play <patton.tb.player.SchedulePlayer.play>`), separates the commands
-this RTL version refuses by design (they must be flagged ``REJECTED``) and the AF LUT rows it
-cannot address, and scores the rest (:func:`patton.tb.scoreboard.score`); a :class:`Replay`
+this RTL version refuses by design (they must be flagged ``REJECTED``), and scores the rest
+(:func:`patton.tb.scoreboard.score`); a :class:`Replay`
 holds the outcome and its per-channel report (:meth:`Replay.summary`). :func:`copy_dumps`
 collects the waveforms. ``patton rtl run`` / ``rtl check`` (:mod:`patton.cli.rtl`) print them.
 """
@@ -14,23 +14,25 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import multiprocessing
 import os
 import shutil
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from patton.sim.device import AF_ROW_BASE
 from patton.sim.schedule import TimedCommand
 
 if TYPE_CHECKING:
     from patton.tb.player import PlayResult, RtlViolation, SchedulePlayer
     from patton.tb.scoreboard import Verdict
 
-__all__ = ["Replay", "groups", "signature", "replay_group", "replay_all", "rtl_text", "rtl_objects",
+__all__ = ["Replay", "groups", "signature", "replay_group", "replay_all", "cores", "scoring_pool",
+           "rtl_text", "rtl_objects",
            "rejected", "rejection_note", "channels_text", "run_dir", "clear_dumps",
            "copy_dumps", "stdout_to_stderr"]
 
@@ -87,7 +89,7 @@ class Replay:
     replayed: int  # commands given to the RTL
     rejected: Counter[str] = field(default_factory=Counter)  # refused by design, by command
     unflagged: list[TimedCommand] = field(default_factory=list)  # refusals the RTL missed
-    not_replayed: Counter[str] = field(default_factory=Counter)  # AF LUT rows, by command
+    not_replayed: Counter[str] = field(default_factory=Counter)  # by command (none now)
     result: PlayResult | None = None
     verdict: Verdict | None = None
     schedule: list[TimedCommand] = field(default_factory=list, repr=False)  # what was replayed
@@ -115,22 +117,25 @@ class Replay:
 
 
 def replay_group(play: SchedulePlayer, group: list[list[TimedCommand]], name: str,
-            values: bool) -> Replay:
+                 values: bool, scorers: Executor | None = None) -> Replay:
     """Replay the first schedule of a channel group on the RTL and score it (against
-    ``verify`` under the timing profile the player's checker was built for)."""
+    ``verify`` under the timing profile the player's checker was built for).
+
+    What the simulator prints goes to this process's standard output (descriptor 1): the
+    caller redirects it (:func:`replay_all` sends it to stderr). ``scorers``: where the
+    scoring (the functional model's replay and ``verify``, pure Python) runs; None: here.
+    """
     from patton.hw.isa import REJECTED, ProtocolCode
     from patton.tb.player import PlayResult
     from patton.tb.scoreboard import score
 
     cmds = group[0]
-    to_rtl = [c for c in cmds if c.row < AF_ROW_BASE]
+    to_rtl = cmds  # every command, the AF LUT rows' included (the port's ``lut`` field)
     out = Replay([g[0].channel for g in group], len(cmds), len(to_rtl))
-    out.not_replayed.update(c.command.name for c in cmds if c.row >= AF_ROW_BASE)
     refused = [c for c in to_rtl if c.command in REJECTED]
     out.rejected.update(c.command.name for c in refused)
     if to_rtl:
-        with stdout_to_stderr():
-            result = play.play(to_rtl, name)
+        result = play.play(to_rtl, name)
     else:
         result = PlayResult()
     by_cycle = {c.cycle: c for c in refused}
@@ -141,7 +146,11 @@ def replay_group(play: SchedulePlayer, group: list[list[TimedCommand]], name: st
     scored = dataclasses.replace(result, violations=kept)
     model_view = [c for c in to_rtl if c.command not in REJECTED]
     out.result = scored
-    out.verdict = score(model_view, scored, values=values, timing=play.timing)
+    if scorers is None:
+        out.verdict = score(model_view, scored, values=values, timing=play.timing)
+    else:
+        out.verdict = scorers.submit(score, model_view, scored, values=values,
+                                     timing=play.timing).result()
     out.schedule = to_rtl
     out.timing = play.timing
     return out
@@ -187,21 +196,57 @@ def rtl_objects(v: RtlViolation, channel: int, timing=None) -> list[dict]:
 
 def replay_all(play: SchedulePlayer, commands: Sequence[TimedCommand], prefix: str,
                values: bool, *, around: Callable[[], contextlib.AbstractContextManager] | None
-               = None, note: Callable[[list[list[TimedCommand]], int, int], None] | None = None
+               = None, note: Callable[[list[list[TimedCommand]], int, int], None] | None = None,
+               jobs: int | None = None,
+               start: Callable[[list[list[list[TimedCommand]]], int], None] | None = None
                ) -> list[Replay]:
-    """Replay every channel group (:func:`groups`) of ``commands``.
+    """Replay every channel group (:func:`groups`) of ``commands``, ``jobs`` at a time.
 
-    ``note(group, i, n)`` is called before group ``i`` of ``n`` (a progress line), and each
-    replay runs inside ``around()`` (where the simulator's output goes).
+    Each group is one simulator of its own (a one-segment session, :meth:`SchedulePlayer.play
+    <patton.tb.player.SchedulePlayer.play>`); ``jobs`` of them run at once (``None``: one per
+    CPU core, :func:`cores`), each waited on by a thread of this process, and their scoring,
+    which is Python and would hold the interpreter's lock, runs in a pool of as many
+    processes (:func:`scoring_pool`). One at a time, ``note(group, i, n)`` is called before
+    group ``i`` of ``n`` starts (a progress line); side by side, ``start(groups, jobs)`` once
+    before they all start. The replays run inside ``around()`` (where the simulators' output
+    goes). Returns the replays in group order.
     """
     found = groups(commands)
-    out = []
-    for i, group in enumerate(found):
-        if note is not None:
-            note(group, i, len(found))
-        with (around() if around is not None else contextlib.nullcontext()):
-            out.append(replay_group(play, group, f"{prefix}-ch{group[0][0].channel}", values))
-    return out
+    workers = max(1, min(cores() if jobs is None else jobs, len(found)))
+    context = around if around is not None else contextlib.nullcontext
+
+    def one(group: list[list[TimedCommand]], scorers: Executor | None = None) -> Replay:
+        return replay_group(play, group, f"{prefix}-ch{group[0][0].channel}", values, scorers)
+
+    if workers <= 1:
+        out = []
+        for i, group in enumerate(found):
+            if note is not None:
+                note(group, i, len(found))
+            with context(), stdout_to_stderr():
+                out.append(one(group))
+        return out
+    if start is not None:
+        start(found, workers)
+    # one redirection for all threads: file descriptors are the process's, not a thread's
+    with context(), stdout_to_stderr(), scoring_pool(workers) as scorers, ThreadPoolExecutor(
+            max_workers=workers, thread_name_prefix="rtl-replay") as pool:
+        return list(pool.map(lambda group: one(group, scorers), found))
+
+
+def cores() -> int:
+    """CPU cores this process may use."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1
+
+
+def scoring_pool(jobs: int) -> ProcessPoolExecutor:
+    """Processes that score replays (:func:`~patton.tb.scoreboard.score`): at most ``jobs``
+    and at most one per CPU core; started by ``spawn`` (this process has threads, which
+    ``fork`` does not copy safely)."""
+    return ProcessPoolExecutor(max_workers=max(1, min(jobs, cores())),
+                               mp_context=multiprocessing.get_context("spawn"))
 
 
 def rejected(replays: Sequence[Replay]) -> dict[str, int]:
@@ -226,8 +271,8 @@ def rejection_note(replays: Sequence[Replay]) -> list[str]:
                      "implement them): " + ", ".join(f"{k} {v}" for k, v in
                                                      sorted(refused.items())))
     if skipped:
-        lines.append("note       not replayed (activation-function LUT rows do not exist in "
-                     "the RTL): " + ", ".join(f"{k} {v}" for k, v in sorted(skipped.items())))
+        lines.append("note       not replayed: " + ", ".join(f"{k} {v}" for k, v in
+                                                         sorted(skipped.items())))
     unflagged = sum(len(r.unflagged) * len(r.channels) for r in replays)
     if unflagged:
         lines.append(f"FAIL       {unflagged} command(s) the RTL should refuse were not "

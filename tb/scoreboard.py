@@ -18,12 +18,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from patton.sim.check import Violation, verify
+from patton.sim.datapath import AF_WORDS, af_lut
 from patton.sim.device import AF_ROW_BASE, DEVICE, Device
 from patton.sim.functional import FunctionalModel
 from patton.sim.replay import replay
 from patton.sim.schedule import TimedCommand
 from patton.sim.timing import DEFAULT_PROFILE, TIMING, Timing
 from patton.tb.monitor import PlayResult, RtlRead
+from patton.tb.reference import changed_words
 
 __all__ = ["Verdict", "score", "Scoreboard", "Discrepancy", "ScoreboardError"]
 
@@ -85,29 +87,34 @@ def score(schedule: Sequence[TimedCommand], result: PlayResult, device: Device =
             for a, b in zip(expected, got))
         channel = schedule[0].channel if schedule else 0
         verdict.mat_words, verdict.mat_mismatches = _compare_mats(
-            model.channels[channel].mats, result.mats, device.lanes)
+            model.channels[channel].mats, result.mats, device)
     return verdict
 
 
 def _compare_mats(model: dict[int, np.ndarray],
-                  rtl: dict[tuple[int, int, int], np.ndarray], lanes: int) -> tuple[int, int]:
+                  rtl: dict[tuple[int, int, int], np.ndarray],
+                  device: Device = DEVICE) -> tuple[int, int]:
     """Compare final mat contents; return (words compared, words that differ).
 
     ``model``: the functional model's rows (``row -> (banks, columns, lanes)``); ``rtl``: the
-    RTL's non-zero words. Words that are zero on both sides are not counted; a word missing on
-    one side is zero there. The activation-function LUT rows (``AF_ROW_BASE`` and up) exist
-    only in the model.
+    RTL's words that differ from their power-up contents (zero; in the activation-function LUT
+    rows, ``AF_ROW_BASE`` and up, the default tables). Words at their power-up contents on
+    both sides are not counted (:func:`~patton.tb.reference.changed_words`); a word missing on
+    one side is at its power-up contents there.
     """
-    want: dict[tuple[int, int, int], np.ndarray] = {}
-    for row, block in model.items():
-        if row >= AF_ROW_BASE:
-            continue
-        for bank, col in zip(*np.nonzero(block.any(axis=2))):
-            want[int(bank), row, int(col)] = block[bank, col]
+    want = changed_words(model, device)
     keys = want.keys() | rtl.keys()
-    zero = np.zeros(lanes, dtype=np.uint16)
-    differ = sum(not np.array_equal(want.get(k, zero), rtl.get(k, zero)) for k in keys)
+    differ = sum(not np.array_equal(want.get(k, _initial(k, device)),
+                                    rtl.get(k, _initial(k, device))) for k in keys)
     return len(keys), differ
+
+
+def _initial(key: tuple[int, int, int], device: Device) -> np.ndarray:
+    """The power-up contents of mat word ``(bank, row, column)``."""
+    _, row, col = key
+    if row >= AF_ROW_BASE and device.columns * device.lanes == AF_WORDS:
+        return af_lut(row - AF_ROW_BASE).reshape(device.columns, device.lanes)[col]
+    return np.zeros(device.lanes, dtype=np.uint16)
 
 
 # -- the scoreboard of a live session ------------------------------------------------------------
@@ -280,12 +287,15 @@ class Scoreboard:
 
     def mats(self, expected: dict[tuple[int, int, int], np.ndarray],
              got: dict[tuple[int, int, int], np.ndarray], program: int, channel: int,
-             lanes: int = DEVICE.lanes) -> None:
-        """Compare mat contents (non-zero words by (bank, row, column) on either side)."""
-        zero = np.zeros(lanes, dtype=np.uint16)
+             device: Device = DEVICE) -> None:
+        """Compare mat contents: the words that differ from their power-up contents (zero; the
+        default table in a LUT row) by (bank, row, column) on either side
+        (:func:`~patton.tb.reference.changed_words`, the RTL's mat dump); a word missing on one
+        side is at its power-up contents there."""
         for key in sorted(expected.keys() | got.keys()):
             self.mat_words += 1
-            want, have = expected.get(key, zero), got.get(key, zero)
+            initial = _initial(key, device)
+            want, have = expected.get(key, initial), got.get(key, initial)
             if not np.array_equal(want, have):
                 self.mat_mismatches += 1
                 bank, row, col = key

@@ -20,11 +20,18 @@ to close) at the earliest cycle every timing rule allows. A share of the steps i
   both of it. The MAC and readout special cases (underflow, overflow, rounding up to
   infinity) run.
 
+The legal operands use a few normal rows and, per segment, one activation-function LUT row
+(``AF_ROW_BASE + k``), so that ACT/ACT16 open LUT rows, writes change them and AF16 runs on
+them; commands whose operand a CFR selects (MAC, MAC16: BROADCAST; EWMUL16: EWMUL_BG) are drawn
+under both values.
+
 Given a :class:`~patton.tb.coverage.CoverageMonitor`, ``targeted`` steps aim at its holes: a
 rule's boundary (met alone, or with every other rule met) or violation not yet seen (the rule's
 following command at that cycle, or its preceding command first), a (command, bank state, mode)
-not yet seen, a MAC whose partner bank is not ready, an RD return that an RDMAC16 can meet in
-the same cycle. Everything is drawn from one seeded generator: a seed gives the same schedules.
+not yet seen, a MAC whose partner bank is not ready, an RD return that an RDMAC16 or RDAF16 can
+meet in the same cycle, an EWMUL16 under an EWMUL_BG value, an AF16 on a LUT row not yet seen
+or on one a write changed. Everything is drawn from one seeded generator: a seed gives the same
+schedules.
 """
 
 from __future__ import annotations
@@ -34,10 +41,11 @@ from dataclasses import dataclass, replace
 import numpy as np
 from patton.hw.isa import IMPLEMENTED, REJECTED
 from patton.sim.check import Checker
-from patton.sim.device import DEVICE, Device
+from patton.sim.device import AF_ROW_BASE, DEVICE, Device
 from patton.sim.isa import CFR_RESET, Cfr, Command, Scope
 from patton.sim.protocol import (
     CLOSED,
+    LUT_ROWS,
     PAYLOAD,
     RULES,
     Operand,
@@ -56,8 +64,13 @@ _ROW_LIMIT = 1 << 16  # the command port's row field (hw.isa.ROW_BITS)
 _BANK_LIMIT = 1 << 5  # its bank field
 _COL_LIMIT = 1 << 8  # its column field
 _COMMANDS = tuple(sorted(IMPLEMENTED))
-#: Commands whose operand CFR BROADCAST selects (issued under both values).
-_CAST = frozenset({Command.MAC, Command.MAC16})
+#: The CFR that selects a command's operands (issued under both values).
+_SELECTS = {Command.MAC: Cfr.BROADCAST, Command.MAC16: Cfr.BROADCAST,
+            Command.EWMUL16: Cfr.EWMUL_BG}
+#: Commands that write a mat (what can change a LUT row).
+_WRITES = frozenset({Command.WR, Command.WRCP, Command.WRA16, Command.EWMUL16})
+#: Commands that compute on mat words: half of their columns are ones a segment wrote.
+_READERS = frozenset({Command.EWMUL16, Command.MAC16, Command.MAC})
 #: bfloat16 patterns at the edges of the datapath (``docs/numerics.md``): signed zeros,
 #: infinities, NaNs (quiet, signalling-like, negative), subnormals (flushed to zero), the
 #: smallest and largest normals, and exponents far apart (alignment shifts, overflow).
@@ -65,12 +78,16 @@ _SPECIAL = np.array([0x0000, 0x8000, 0x7F80, 0xFF80, 0x7FC0, 0x7F81, 0xFFC1, 0x0
                      0x0080, 0x8080, 0x7F7F, 0xFF7F, 0x7F00, 0x0100, 0x3F80, 0x4B00],
                     dtype=np.uint16)
 #: Magnitude classes of a segment's writes, as bfloat16 bit ranges without the sign:
-#: the smallest normals (products underflow binary32), the largest (sums overflow or round up
-#: to infinity), near one (exact sums).
-_CLASSES = ((0x0080, 0x0100), (0x7F00, 0x7F80), (0x3F70, 0x3F90))
+#: the smallest normals (products underflow binary32, EWMUL16's bfloat16), the largest (sums
+#: overflow or round up to infinity, EWMUL16 products overflow), near one (exact sums); and
+#: ``None``: the special values (in every lane: EWMUL16's NaN and infinity lanes).
+_CLASSES = ((0x0080, 0x0100), (0x7F00, 0x7F80), (0x3F70, 0x3F90), None)
 #: Chance that a drawn command of the other register mode is redrawn from the current one's
 #: (the mode would otherwise flip on most steps).
 _STAY = 0.85
+#: Share of the steps of a magnitude-class segment that work towards an EWMUL16 of the
+#: column its last WRA16 wrote in every bank (both factors of the class, in every lane).
+_MULTIPLY = 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,11 +100,12 @@ class Mix:
     violation: float = 0.12  # one cycle short of a chosen rule's gap
     slack: float = 0.15  # 1-40 idle cycles after the earliest legal cycle
     targeted: float = 0.5  # aimed at a hole of the monitor (when one is given)
-    special: float = 0.1  # a write with special words; a segment of one magnitude class
+    special: float = 0.1  # a write with special words
+    magnitude: float = 0.3  # a segment whose writes are half of one magnitude class
 
     def __post_init__(self) -> None:
         for name in ("protocol", "rejected", "boundary", "violation", "slack", "targeted",
-                     "special"):
+                     "special", "magnitude"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"Mix.{name} = {value} is not a probability")
@@ -129,8 +147,14 @@ class Stimulus:
         self.monitor = monitor
         self.checker = Checker(device, self.timing)
         self.now = -1
+        self.lut_row = AF_ROW_BASE  # the LUT row the legal operands use in this segment
+        self.written: set[int] = set()  # LUT rows a legal write changed
         self._reads: list[int] = []  # return cycles of the RDs of this segment
+        self._written: list[int] = []  # columns legal writes of this segment wrote
+        self._wra16: tuple[int, int] | None = None  # (row, column) of its last legal WRA16
         self._class: tuple[int, int] | None = None  # magnitude class of this segment's writes
+        self._classes = 0  # segments of a magnitude class so far (they take the classes in turn)
+        self._special = False  # this segment's class is the special values
         self._holes: dict[str, list[str]] = {}
         self._rules = {r.id: r for r in self.timing.rules}
         self._latency = self.timing.latency
@@ -142,9 +166,15 @@ class Stimulus:
         self.checker.forget()
         self.now = -1
         self._reads = []
+        self._written = []
+        self._wra16 = None
         self._class = None
-        if self.rng.random() < self.mix.special:
-            self._class = _CLASSES[int(self.rng.integers(len(_CLASSES)))]
+        self.lut_row = AF_ROW_BASE + int(self.rng.integers(LUT_ROWS))
+        self._special = False
+        if self.rng.random() < self.mix.magnitude:
+            self._class = _CLASSES[self._classes % len(_CLASSES)]
+            self._special = self._class is None
+            self._classes += 1
         self._holes = self.monitor.holes() if self.monitor is not None else {}
         out = []
         for _ in range(n):
@@ -152,13 +182,23 @@ class Stimulus:
             out.append(cmd)
             self.now = cmd.cycle
             if cmd.command not in REJECTED:
-                self.checker.step(cmd)
+                found = self.checker.step(cmd)
+                legal = not any(v.kind == "protocol" for v in found)
+                if cmd.command in _WRITES and legal:
+                    self._written.append(cmd.col)
+                    if cmd.command is Command.WRA16:
+                        self._wra16 = (cmd.row, cmd.col)
+                    if cmd.row >= AF_ROW_BASE:
+                        self.written.add(cmd.row)
             if cmd.command is Command.RD:
                 self._reads.append(cmd.cycle + self._latency[Command.RD])
         return out
 
     def _step(self) -> TimedCommand:
         rng, mix = self.rng, self.mix
+        if self._class is not None or self._special:
+            if self._wra16 is not None and rng.random() < _MULTIPLY:
+                return self._multiply(*self._wra16)
         if self._holes and rng.random() < mix.targeted:
             aimed = self._aim()
             if aimed is not None:
@@ -182,13 +222,15 @@ class Stimulus:
     # -- operands ----------------------------------------------------------------------------
 
     def _make(self, command: Command, bank: int = -1, row: int = -1, col: int = -1,
-              broadcast: int = 0) -> TimedCommand:
+              cfr: tuple[Cfr, int] | None = None) -> TimedCommand:
         payload = None
         if command in PAYLOAD:
             lanes, rng = self.device.lanes, self.rng
             words = rng.standard_normal(lanes).astype(np.float32)
             payload = (words.view(np.uint32) >> 16).astype(np.uint16)
-            if self._class is not None and rng.random() < 0.5:
+            if self._special and rng.random() < 0.5:  # special values in every lane
+                payload = _SPECIAL[rng.integers(len(_SPECIAL), size=lanes)]
+            elif self._class is not None and rng.random() < 0.5:
                 # a word of the segment's magnitude class in every lane (random signs)
                 low, high = self._class
                 payload = (rng.integers(low, high, size=lanes)
@@ -196,22 +238,33 @@ class Stimulus:
             elif rng.random() < self.mix.special:  # some words special
                 pick = rng.random(lanes) < 0.5
                 payload[pick] = _SPECIAL[rng.integers(len(_SPECIAL), size=int(pick.sum()))]
-        cfr = (broadcast,) + _RESET[1:] if broadcast else ()
-        return TimedCommand(0, 0, command, bank, row, col, payload=payload, cfr=cfr)
+        values = ()
+        if cfr is not None and cfr[1] != CFR_RESET[cfr[0]]:
+            values = tuple(cfr[1] if c is cfr[0] else _RESET[c] for c in Cfr)
+        return TimedCommand(0, 0, command, bank, row, col, payload=payload, cfr=values)
 
     def _col(self, command: Command) -> int:
         if RULES[command].columns is None:
             return -1
-        return int(self.rng.integers(column_limit(self.device, command)))
+        limit = column_limit(self.device, command)
+        written = [c for c in self._written if c < limit]
+        if command in _READERS and written and self.rng.random() < 0.5:
+            # a column this segment wrote: its data (special words, a magnitude class) meets
+            # the datapath
+            return written[int(self.rng.integers(len(written)))]
+        return int(self.rng.integers(limit))
 
     def _all(self, command: Command) -> list[TimedCommand]:
-        """Every in-range operand choice of ``command`` on the legal rows (random columns)."""
+        """Every in-range operand choice of ``command`` on the legal rows (the segment's LUT
+        row among them; random columns), under both values of the CFR that selects its
+        operands."""
         rule = RULES[command]
-        rows = range(self.rows) if rule.row is not Operand.NO else (-1,)
+        rows = [*range(self.rows), self.lut_row] if rule.row is not Operand.NO else (-1,)
         banks = range(self.device.banks) if rule.bank else (-1,)
-        casts = (0, 1) if command in _CAST else (0,)
+        selects = _SELECTS.get(command)
+        cfrs = [(selects, 0), (selects, 1)] if selects is not None else [None]
         return [self._make(command, b, r, self._col(command), x)
-                for b in banks for r in rows for x in casts]
+                for b in banks for r in rows for x in cfrs]
 
     def _candidates(self, command: Command, legal: bool = True) -> list[TimedCommand]:
         """The operand choices the protocol accepts now (``legal=False``: refuses)."""
@@ -220,7 +273,7 @@ class Stimulus:
         for cmd in self._all(command):
             ok = state.check(command, cmd.bank if cmd.bank >= 0 else None,
                              cmd.row if cmd.row >= 0 else None,
-                             cmd.col if cmd.col >= 0 else None, bool(cmd.cfr)) is None
+                             cmd.col if cmd.col >= 0 else None, _broadcast(cmd)) is None
             if ok == legal:
                 out.append(cmd)
         return out
@@ -232,9 +285,12 @@ class Stimulus:
         if rule.bank:
             out.append(self._make(command, int(rng.integers(d.banks, _BANK_LIMIT)), 0,
                                   self._col(command)))
-        if rule.row is Operand.REQUIRED:
+        if rule.row is Operand.REQUIRED:  # a normal row, or a LUT row, the device lacks
             bank = int(rng.integers(d.banks)) if rule.bank else -1
             out.append(self._make(command, bank, int(rng.integers(d.rows, _ROW_LIMIT)),
+                                  self._col(command)))
+            out.append(self._make(command, bank,
+                                  AF_ROW_BASE + int(rng.integers(LUT_ROWS, _ROW_LIMIT)),
                                   self._col(command)))
         if rule.columns is not None:
             bank = int(rng.integers(d.banks)) if rule.bank else -1
@@ -309,12 +365,20 @@ class Stimulus:
         if group == "command.rejected":
             return self._at(self._make(Command[label], 0, 0, 0), self.now + 1)
         if group == "reads.return":
-            return self._aim_collision()
+            return self._aim_collision(Command.RDAF16 if "RDAF16" in label else Command.RDMAC16)
         if group == "protocol.error" and label == "PARTNER":
             return self._aim_partner()
+        if group == "protocol.error" and label == "LUT_ROW":
+            return self._aim_af(None, lut=False)
         if group == "mac.cross":
             command, broadcast = label.split()
-            return self._aim_state(f"{command} same normal", broadcast == "BROADCAST=1")
+            return self._aim_state(f"{command} same normal",
+                                   (Cfr.BROADCAST, int(broadcast == "BROADCAST=1")))
+        if group == "ewmul.bg":
+            return self._aim_state("EWMUL16 same normal", (Cfr.EWMUL_BG, int(label[-1])))
+        if group == "af.lut":
+            return self._aim_af(None if label.startswith("written")
+                                else AF_ROW_BASE + int(label.split()[-1]))
         return None
 
     def _aim_rule(self, rule_id: int, how: str) -> TimedCommand | None:
@@ -344,16 +408,19 @@ class Stimulus:
         legal = legal or self._candidates(self._enabler(command))
         return self._timed(legal[int(self.rng.integers(len(legal)))]) if legal else None
 
-    def _aim_state(self, label: str, broadcast: bool | None = None) -> TimedCommand | None:
+    def _aim_state(self, label: str, cfr: tuple[Cfr, int] | None = None
+                   ) -> TimedCommand | None:
+        """A command in the (command, bank state, mode) of ``label``; with ``cfr``, a legal
+        one issued under that CFR value."""
         name, state, mode = label.split()
         command = Command[name]
         if (mode == "register") != self.checker.state.reg_mode:
             return self._timed(self._make(Command.TMOD))
         matching = [c for c in self._all(command) if bank_state(self.checker.state, c) == state
-                    and (broadcast is None or bool(c.cfr) == broadcast)]
-        if broadcast is not None:
+                    and (cfr is None or _value(c, cfr[0]) == cfr[1])]
+        if cfr is not None:
             matching = [c for c in matching if self.checker.state.check(
-                command, c.bank if c.bank >= 0 else None, c.row, c.col, broadcast) is None]
+                command, c.bank if c.bank >= 0 else None, c.row, c.col, _broadcast(c)) is None]
         if matching:
             return self._timed(matching[int(self.rng.integers(len(matching)))])
         return self._shape(state)
@@ -363,7 +430,7 @@ class Stimulus:
         state = self.checker.state
         if state.reg_mode:
             return self._timed(self._make(Command.TMOD))
-        ready = [c for c in self._candidates(Command.MAC, legal=False) if c.cfr
+        ready = [c for c in self._candidates(Command.MAC, legal=False) if _broadcast(c)
                  and state.check(Command.MAC, c.bank, c.row, c.col, False) is None]
         if ready:
             return self._timed(ready[int(self.rng.integers(len(ready)))])
@@ -382,24 +449,75 @@ class Stimulus:
         return self._timed(legal[int(self.rng.integers(len(legal)))]) if legal else \
             self._timed(self._make(Command.PREA))
 
-    def _aim_collision(self) -> TimedCommand | None:
-        """RD, TMOD within reach of its return, then RDMAC16 returning in the same cycle."""
-        late = self._latency[Command.RD] - self._latency[Command.RDMAC16]
-        pending = [r - self._latency[Command.RDMAC16] for r in self._reads]
+    def _aim_collision(self, read: Command) -> TimedCommand | None:
+        """RD, TMOD within reach of its return, then ``read`` (a register read, RDMAC16 or
+        RDAF16) returning in the same cycle."""
+        late = self._latency[Command.RD] - self._latency[read]
+        pending = [r - self._latency[read] for r in self._reads]
         reachable = [c for c in pending if c > self.now]
         state = self.checker.state
         if state.reg_mode:
             for cycle in reachable:
-                cmd = self._make(Command.RDMAC16)
+                cmd = self._make(read)
                 earliest, _ = self._bounds(cmd)
                 if earliest <= cycle:
                     return self._at(cmd, cycle)
             return self._timed(self._make(Command.TMOD))
         tmod = self._make(Command.TMOD)
-        gap = self.timing.gap(Scope.CHANNEL, Command.TMOD, Command.RDMAC16) or 0
+        gap = self.timing.gap(Scope.CHANNEL, Command.TMOD, read) or 0
         if any(c - gap > self.now for c in reachable) and late > gap:
             return self._timed(tmod)
         reads = self._candidates(Command.RD)
         if reads:
             return self._timed(reads[int(self.rng.integers(len(reads)))])
         return self._timed(self._candidates(self._enabler(Command.RD))[0])
+
+    def _aim_af(self, row: int | None, lut: bool = True) -> TimedCommand | None:
+        """An AF16 on LUT row ``row`` (opening it first); ``None``: on a LUT row a write
+        changed (writing the open LUT row first). ``lut=False``: an AF16 on the normal row
+        open in every bank (refused: ``LUT_ROW``)."""
+        state = self.checker.state
+        if state.reg_mode:
+            return self._timed(self._make(Command.TMOD))
+        rows = state.open_rows
+        one = int(rows[0]) if (rows == rows[0]).all() and rows[0] != CLOSED else None
+        if not lut:
+            if one is not None and one < AF_ROW_BASE:
+                return self._timed(self._make(Command.AF16, row=one))
+            row = int(self.rng.integers(self.rows))
+        elif row is None:
+            if one is not None and one >= AF_ROW_BASE:
+                if one in self.written:
+                    return self._timed(self._make(Command.AF16, row=one))
+                writes = [c for w in _WRITES for c in self._candidates(w) if c.row == one]
+                if writes:
+                    return self._timed(writes[int(self.rng.integers(len(writes)))])
+            row = self.lut_row
+        if one == row:
+            return self._timed(self._make(Command.AF16, row=row))
+        if ((rows != CLOSED) & (rows != row)).any():
+            return self._timed(self._make(Command.PREA))
+        return self._timed(self._make(Command.ACT16, row=row))
+
+
+    def _multiply(self, row: int, col: int) -> TimedCommand:
+        """EWMUL16 of column ``col`` of ``row`` (opening the row in every bank first), under a
+        random EWMUL_BG."""
+        state = self.checker.state
+        if state.reg_mode:
+            return self._timed(self._make(Command.TMOD))
+        rows = state.open_rows
+        if (rows == row).all():
+            bg = (Cfr.EWMUL_BG, int(self.rng.integers(2)))
+            return self._timed(self._make(Command.EWMUL16, row=row, col=col, cfr=bg))
+        if ((rows != CLOSED) & (rows != row)).any():
+            return self._timed(self._make(Command.PREA))
+        return self._timed(self._make(Command.ACT16, row=row))
+
+def _value(cmd: TimedCommand, cfr: Cfr) -> int:
+    """The value of ``cfr`` the command is issued under (an empty ``cfr``: the reset ones)."""
+    return cmd.cfr[cfr] if len(cmd.cfr) > cfr else CFR_RESET[cfr]
+
+
+def _broadcast(cmd: TimedCommand) -> int:
+    return _value(cmd, Cfr.BROADCAST)

@@ -54,6 +54,9 @@ RUN, CHECK = "rtl-run", "rtl-check"
 Around = Callable[[], contextlib.AbstractContextManager] | None
 #: Called before each replay with its group, index and the number of groups (a progress line).
 Note = Callable[[list[list[TimedCommand]], int, int], None] | None
+#: Called once before side-by-side replays start, with the channel groups and how many run at
+#: once (``replay_all``'s ``start``).
+Start = Callable[[list[list[list[TimedCommand]]], int], None] | None
 
 
 def _idle_skipped(replays: Sequence[Replay], quiet: int) -> int:
@@ -61,6 +64,17 @@ def _idle_skipped(replays: Sequence[Replay], quiet: int) -> int:
     from patton.tb.player import idle_skipped  # lazy: it imports Amaranth's back end
 
     return max((idle_skipped(r.schedule, quiet) for r in replays), default=0)
+
+
+def _speed(replays: Sequence[Replay], quiet: int, seconds: float) -> dict:
+    """What the replays simulated and how fast: ``simulated_cycles`` sums the cycles each
+    distinct schedule's simulator ran (skipped idle cycles left out; a group of identical
+    channels is simulated once), over ``replay_seconds`` of wall time."""
+    from patton.tb.player import idle_skipped  # lazy: it imports Amaranth's back end
+
+    simulated = sum(r.result.cycles - idle_skipped(r.schedule, quiet) for r in replays)
+    return {"replay_seconds": round(seconds, 3), "simulated_cycles": simulated,
+            "cycles_per_second": round(simulated / seconds) if seconds > 0 else None}
 
 
 def _rtl_list(replays: Sequence[Replay]) -> list[dict]:
@@ -137,9 +151,12 @@ def prepare_trace(program: Sequence[Instruction], source: str, *, rows: int | No
 
 
 def replay_trace(play: SchedulePlayer, trace: PreparedTrace, *, around: Around = None,
-                 note: Note = None) -> list[Replay]:
-    """Replay the model's schedule of ``trace`` on ``play``, reads and mats scored."""
-    return replay_all(play, trace.schedule, RUN, values=True, around=around, note=note)
+                 note: Note = None, jobs: int | None = None, start: Start = None
+                 ) -> list[Replay]:
+    """Replay the model's schedule of ``trace`` on ``play``, reads and mats scored; ``jobs``
+    channel schedules at a time (:func:`~patton.tb.replays.replay_all`)."""
+    return replay_all(play, trace.schedule, RUN, values=True, around=around, note=note,
+                      jobs=jobs, start=start)
 
 
 def clear_waves(trace: PreparedTrace) -> None:
@@ -182,11 +199,12 @@ def rtl_readouts(replays: Sequence[Replay], program: Sequence[Instruction]) -> l
 
 def run_report(trace: PreparedTrace, replays: Sequence[Replay], play: SchedulePlayer, *,
                waves: Sequence[str] = (), readouts: tuple[str, int] | None = None,
-               seconds: float = 0.0) -> dict:
+               seconds: float = 0.0, replay_seconds: float = 0.0) -> dict:
     """The report of a trace replayed on the RTL (``patton rtl run --json``).
 
     ``waves`` are the waveform files written, ``readouts`` the file the read values went to
-    and how many, ``seconds`` the wall time. ``ok``: no read or mat word differs, neither the
+    and how many, ``seconds`` the wall time, ``replay_seconds`` the replays' (all of them,
+    run side by side: :func:`_speed`). ``ok``: no read or mat word differs, neither the
     RTL nor the model flagged a violation, every refusal by design was flagged and both
     checkers agree.
     """
@@ -228,6 +246,7 @@ def run_report(trace: PreparedTrace, replays: Sequence[Replay], play: SchedulePl
         "waves": list(waves),
         "build_seconds": round(play.build_seconds, 3),
         "rtl_seconds": round(sum(r.result.seconds for r in replays), 3),
+        **_speed(replays, play.timing.quiet, replay_seconds),
         "wall_seconds": round(seconds, 3),
     }
     if readouts is not None:
@@ -290,18 +309,19 @@ def prepare_schedule(commands: Sequence[TimedCommand], source: str, *, rows: int
 
 
 def replay_schedule(play: SchedulePlayer, schedule: PreparedSchedule, *, around: Around = None,
-                    note: Note = None) -> list[Replay]:
+                    note: Note = None, jobs: int | None = None, start: Start = None
+                    ) -> list[Replay]:
     """Replay the replayable commands of ``schedule`` on ``play`` (values scored when every
-    write carries its data)."""
+    write carries its data); ``jobs`` channel schedules at a time."""
     return replay_all(play, schedule.replayable, CHECK, values=schedule.values, around=around,
-                      note=note)
+                      note=note, jobs=jobs, start=start)
 
 
 def check_report(schedule: PreparedSchedule, replays: Sequence[Replay], play: SchedulePlayer,
-                 *, seconds: float = 0.0) -> dict:
+                 *, seconds: float = 0.0, replay_seconds: float = 0.0) -> dict:
     """The report of a schedule replayed on the RTL (``patton rtl check --json``).
 
-    ``seconds`` is the wall time. ``ok``: neither the RTL nor the model flagged a violation
+    ``seconds`` is the wall time, ``replay_seconds`` the replays' (:func:`_speed`). ``ok``: neither the RTL nor the model flagged a violation
     (a bus conflict is one), every refusal by design was flagged, and no read or mat word
     differs.
     """
@@ -343,5 +363,6 @@ def check_report(schedule: PreparedSchedule, replays: Sequence[Replay], play: Sc
         "ok": ok,
         "channels": {str(ch): r.summary() for r in replays for ch in r.channels},
         "model_list": [str(v) for v in schedule.found],
+        **_speed(replays, play.timing.quiet, replay_seconds),
         "wall_seconds": round(seconds, 3),
     }

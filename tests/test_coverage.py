@@ -35,14 +35,15 @@ def _rule_bin(monitor: CoverageMonitor, group: str, rule: int) -> int:
 
 def test_the_rules_covered_are_those_of_the_implemented_commands():
     rules = applicable(TIMING)
-    assert len(rules) == 59 and len(TIMING.rules) == 104
+    assert len(rules) == 62 and len(TIMING.rules) == 104
+    assert {26, 37, 38} <= set(rules)  # EWMUL16 -> PRE, ACT -> AF16, ACT -> EWMUL16
     assert rules[NRRDS] == "nRRDS" and NRRDL in rules and 62 in rules  # bank-group nCCDL
     refresh = {Command.REFab, Command.REFpb}
     for rule in TIMING.rules:
         if rule.preceding <= refresh or rule.following <= refresh or rule.cycles <= 0:
             assert rule.id not in rules
         if not (rule.preceding & IMPLEMENTED and rule.following & IMPLEMENTED):
-            assert rule.id not in rules  # e.g. EWMUL16 and AF16 rules
+            assert rule.id not in rules  # e.g. rules of RDA, WRA, ACT4, PRE4
     for profile in PROFILES:
         assert len(applicable(timing_table(profile))) > 50
 
@@ -116,25 +117,49 @@ def test_a_refused_command_is_no_boundary_and_its_error_is_sampled():
 def test_rejected_commands_and_read_collisions_are_sampled():
     monitor = CoverageMonitor(name="t4")
     words = np.zeros(16, np.uint16)
-    schedule = [T(0, 0, Command.EWMUL16, -1, 0, 0)]
+    schedule = [T(0, 0, Command.REFab)]
     monitor.sample(schedule, PlayResult(
-        violations=[RtlViolation(0, Command.EWMUL16, frozenset(), 1)],
-        reads=[RtlRead(60, RD, words), RtlRead(60, RDMAC16, words), RtlRead(70, RD, words)]))
-    assert _bins(monitor, "command.rejected")["EWMUL16"] == 1
+        violations=[RtlViolation(0, Command.REFab, frozenset(), 1)],
+        reads=[RtlRead(60, RD, words), RtlRead(60, RDMAC16, words), RtlRead(70, RD, words),
+               RtlRead(80, RD, words), RtlRead(80, Command.RDAF16, words),
+               RtlRead(90, Command.RDAF16, words)]))
+    assert _bins(monitor, "command.rejected")["REFab"] == 1
     assert _bins(monitor, "protocol.error")["REJECTED"] == 1
-    assert _bins(monitor, "reads.return") == {"RD": 1, "RDMAC16": 0, "RD+RDMAC16": 1}
+    assert _bins(monitor, "reads.return") == {"RD": 1, "RDMAC16": 0, "RDAF16": 1,
+                                              "RD+RDMAC16": 1, "RD+RDAF16": 1}
+
+
+def test_ewmul_bg_and_af_lut_rows_are_sampled():
+    from patton.hw.isa import ProtocolCode
+    from patton.sim.device import AF_ROW_BASE as LUT
+
+    monitor = CoverageMonitor(name="t6")
+    words = np.ones(16, np.uint16)
+    schedule = [T(0, 0, Command.ACT16, -1, LUT + 3), T(100, 0, Command.AF16, -1, LUT + 3),
+                T(110, 0, Command.EWMUL16, -1, LUT + 3, 5, cfr=(0, 0, 0)),
+                T(120, 0, Command.EWMUL16, -1, LUT + 3, 6),
+                T(200, 0, Command.WR, 2, LUT + 3, 7, payload=words),
+                T(210, 0, Command.AF16, -1, LUT + 3), T(220, 0, Command.AF16, -1, 7)]
+    code = ProtocolCode.WRONG_ROW.value
+    monitor.sample(schedule, PlayResult(violations=[RtlViolation(220, Command.AF16,
+                                                                 frozenset(), code)]))
+    assert _bins(monitor, "ewmul.bg") == {"EWMUL_BG=0": 1, "EWMUL_BG=1": 1}
+    af = _bins(monitor, "af.lut")
+    assert af["LUT row 3"] == 2 and af["written LUT row"] == 1  # the refused AF16 counts not
+    assert sum(af.values()) == 3 and monitor.written == {3}
+    assert _bins(monitor, "command.state")["AF16 same normal"] == 2
 
 
 def test_figures_and_holes():
     monitor = CoverageMonitor(name="t5")
     figures = monitor.figures()
-    assert figures["rules_total"] == 59 and figures["rules_boundary_hit"] == 0
+    assert figures["rules_total"] == 62 and figures["rules_boundary_hit"] == 0
     groups = monitor.groups()
-    assert figures["bins_total"] == sum(len(g.bins) for g in groups) > 2 * 59
+    assert figures["bins_total"] == sum(len(g.bins) for g in groups) > 3 * 62
     assert figures["rules_dominated"] == figures["bins_unreachable"] == 4  # no 1-cycle gap
     assert not monitor.closed() and set(monitor.holes()) == {
         "timing.boundary", "timing.legal", "timing.violation", "command.state", "command.rejected",
-        "protocol.error", "mac.cross", "reads.return"}
+        "protocol.error", "mac.cross", "ewmul.bg", "af.lut", "reads.return"}
     assert len(monitor.holes()["command.rejected"]) == len(REJECTED)
 
 

@@ -30,9 +30,11 @@ PACKAGES = {"patton": "patton", "sim": "patton.sim", "runtime": "patton.runtime"
 ALLOWED = {"sim": set(), "runtime": {"sim"}, "serving": {"runtime", "sim"},
            "eval": {"serving", "runtime", "sim"}, "hw": {"sim"}, "tb": {"hw", "sim"},
            "cli": {"sim", "runtime", "serving", "eval", "hw", "tb"}, "patton": set()}
-#: The modules of ``sim`` that ``hw`` may import: the tables it implements.
+#: The modules of ``sim`` that ``hw`` may import: the tables it implements, and the datapath's
+#: activation-function tables (the LUT rows' power-up contents and layout, read when the
+#: channel is built: ``docs/hw.md`` decision 12).
 HW_SIM = {"patton.sim.isa", "patton.sim.timing", "patton.sim.protocol", "patton.sim.device",
-          "patton.sim._exports"}
+          "patton.sim._exports", "patton.sim.datapath"}
 
 
 def modules() -> dict[str, Path]:

@@ -7,10 +7,10 @@ A command sequence on one channel is run three ways: executed on a
 protocol code flags it). Commands are :data:`TIMING.quiet` cycles apart, so no timing rule
 fires. All three must flag the same commands.
 
-The RTL does not implement every command (:data:`patton.hw.isa.REJECTED`: EWMUL16, AF16,
-RDAF16, RDA, WRA, ACT4, PRE4, REFab, REFpb, SYNC, EOC). It must flag each of them as
-``REJECTED``; they are left out of the model side of that comparison (the RTL executes none of
-them, so the models run the sequence without them).
+The RTL does not implement every command (:data:`patton.hw.isa.REJECTED`: RDA, WRA, ACT4,
+PRE4, REFab, REFpb, SYNC, EOC). It must flag each of them as ``REJECTED``; they are left out of
+the model side of that comparison (the RTL executes none of them, so the models run the
+sequence without them).
 """
 
 from __future__ import annotations
@@ -309,13 +309,13 @@ def player():
 @pytest.mark.verilator
 @settings(max_examples=6, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(sequence=steps(complete=True, lut=False, size=(150, 250)))
+@given(sequence=steps(complete=True, size=(150, 250)))
 def test_rtl_refuses_the_same_commands(player, sequence):
     """The RTL flags exactly the models' commands; it rejects every command it does not
     implement (those are left out of the models' sequence: the RTL executes none of them).
 
     The RTL port always carries a bank, row and column (0 when absent), so the sequences name
-    every operand; LUT rows do not fit its row field.
+    every operand; LUT rows (``AF_ROW_BASE + k``, one out of range) go as ``lut = 1, row = k``.
     """
     from patton.hw.isa import IMPLEMENTED, ProtocolCode
 

@@ -31,7 +31,7 @@ def legal_schedule(tmp_path_factory) -> Path:
     """A legal two-channel schedule from ``patton aim run --schedule``."""
     folder = tmp_path_factory.mktemp("rtl_cli")
     program = random_program(np.random.default_rng(3), 30, channels=2, rows=3,
-                             kinds=tuple(k for k in KINDS if k not in ("ewmul", "af", "rd_af")),
+                             kinds=KINDS,
                              broadcast=False)
     trace.write(folder / "legal.trace", program)
     out = folder / "legal.schedule"
@@ -70,15 +70,33 @@ def test_broadcast_mac_with_its_partner_closed_is_flagged_by_both(capsys, tmp_pa
     assert report["reads"] == 1 and report["mismatches"] == 0  # the RD_MAC of an untouched acc
 
 
-def test_run_reports_the_rtl_rejections(capsys, traces_dir):
-    status = main(["rtl", "run", str(traces_dir / "probe_misc.trace")])
+def test_run_executes_ewmul_and_af(capsys, traces_dir):
+    # probe_misc.trace issues EWMUL16 (and probe_af.trace AF16 on its LUT row, RDAF16): the RTL
+    # executes them, bit-exact with the functional model; nothing is refused or left out.
+    for name in ("probe_misc", "probe_af"):
+        status = main(["rtl", "run", str(traces_dir / f"{name}.trace")])
+        out = capsys.readouterr().out
+        assert status == 0, out
+        assert "expected protocol rejections" not in out and "not replayed" not in out
+        status, report = _json(capsys, ["rtl", "run", str(traces_dir / f"{name}.trace")])
+        assert status == 0 and report["ok"]
+        assert report["rejected"] == {} and report["rejections"] == 0
+        assert all(not c["not_replayed"] for c in report["channels"].values())
+        assert report["violations"] == report["mismatches"] == 0 and report["reads"] > 0
+
+
+def test_check_reports_the_rtl_rejections(capsys, tmp_path):
+    # ACT4 is a command this RTL version rejects by design: flagged REJECTED, reported as an
+    # expected rejection, left out of the model's side.
+    sched = tmp_path / "act4.schedule"
+    sched.write_text("1 0 ACT4 4 6 -\n40 0 ACT 2 8 -\n80 0 RD 2 8 3\n")
+    assert main(["rtl", "check", str(sched)]) == 0
     out = capsys.readouterr().out
-    assert status == 0, out
-    assert "expected protocol rejections" in out and "EWMUL16 4" in out
-    status, report = _json(capsys, ["rtl", "run", str(traces_dir / "probe_misc.trace")])
+    assert "expected protocol rejections" in out and "ACT4 1" in out
+    status, report = _json(capsys, ["rtl", "check", str(sched)])
     assert status == 0
-    assert report["rejected"] == {"EWMUL16": 4} and report["rejections_not_flagged"] == 0
-    assert report["violations"] == report["mismatches"] == 0
+    assert report["rejected"] == {"ACT4": 1} and report["rejections_not_flagged"] == 0
+    assert report["rtl_violations"] == report["model_violations"] == 0
 
 
 def test_run_groups_identical_channels(capsys, traces_dir):
@@ -162,10 +180,14 @@ def test_check_chooses_its_rows_from_the_schedule(capsys, tmp_path):
 
     sched = tmp_path / "far.schedule"
     sched.write_text("10 0 ACT 0 0 -\n80 0 ACT 1 70 -\n")
+    from patton.hw.params import ChannelParams
+
     larger = [r for r in SchedulePlayer.built_rows() if r >= 128]
+    current = [r for r in larger if SchedulePlayer.cached(ChannelParams(rows=r))]
     status, report = _json(capsys, ["rtl", "check", str(sched)])
     assert status == 0 and report["ok"] and report["rows_chosen"]
-    assert report["rows"] == (larger[0] if larger else 128)  # a cached larger build, or 128
+    # a larger build of today's sources, else any larger build, else 128
+    assert report["rows"] == (current or larger or [128])[0]
     status, report = _json(capsys, ["rtl", "check", str(sched), "--rows", "1024"])
     assert status == 0 and report["rows"] == 1024 and not report["rows_chosen"]
 
@@ -246,7 +268,7 @@ def test_run_readouts_are_the_rtl_values(capsys, tmp_path, suffix):
     from patton.tb.prepare import fill_payloads
 
     program = random_program(np.random.default_rng(4), 40, channels=2, rows=3,
-                             kinds=tuple(k for k in KINDS if k not in ("ewmul", "af", "rd_af")),
+                             kinds=KINDS,
                              broadcast=False)
     path = tmp_path / "values.trace"
     trace.write(path, program)
@@ -288,3 +310,30 @@ def test_bad_schedule_line_is_reported_with_its_line(capsys, tmp_path):
     sched.write_text("# a comment\n10 0 ACT 0 0 -\n12 0 BOGUS\n")
     assert main(["rtl", "check", str(sched)]) == 2
     assert f"{sched}:3: unknown command 'BOGUS'" in capsys.readouterr().err
+
+
+#: Report fields that are wall times (differ between runs).
+_TIMES = ("build_seconds", "rtl_seconds", "replay_seconds", "cycles_per_second",
+          "wall_seconds")
+
+
+def _untimed(report: dict) -> dict:
+    out = {k: v for k, v in report.items() if k not in _TIMES}
+    out["channels"] = {c: {k: v for k, v in s.items() if k != "rtl_seconds"}
+                       for c, s in report["channels"].items()}
+    return out
+
+
+def test_channels_replay_side_by_side_with_the_same_verdict(capsys, legal_schedule):
+    """``--jobs``: the distinct channel schedules of a run or a check replay on simulators
+    side by side (scored in a process pool), with the report of one at a time."""
+    status, alone = _json(capsys, ["rtl", "check", str(legal_schedule), "--jobs", "1"])
+    status_all, together = _json(capsys, ["rtl", "check", str(legal_schedule), "--jobs", "2"])
+    assert status == status_all == 0 and alone["replays"] == 2
+    assert _untimed(alone) == _untimed(together)
+    assert together["simulated_cycles"] > 0 and together["cycles_per_second"] > 0
+    trace_path = legal_schedule.with_name("legal.trace")
+    status, alone = _json(capsys, ["rtl", "run", str(trace_path), "--jobs", "1"])
+    status_all, together = _json(capsys, ["rtl", "run", str(trace_path), "--jobs", "2"])
+    assert status == status_all == 0 and together["ok"] and together["replays"] == 2
+    assert _untimed(alone) == _untimed(together)

@@ -32,14 +32,14 @@ def test_coverage_closes_and_reports(capsys, tmp_path):
     report = json.loads(capsys.readouterr().out)
     assert status == 0, report
     assert report["rules_total"] == report["rules_boundary_hit"] == report["rules_violation_hit"]
-    assert report["rules_total"] == 59 and report["rules_dominated"] == 4
-    assert report["rules_legal_boundary_hit"] == 59 - 4
+    assert report["rules_total"] == 62 and report["rules_dominated"] == 4
+    assert report["rules_legal_boundary_hit"] == 62 - 4
     assert report["bins_hit"] == report["bins_total"] - report["bins_unreachable"] > 200
     assert report["closed"] and report["agree"] and not report["holes"]
     assert report["flagged"] > 0 and report["reads"] > 0 and report["mat_words"] > 0
     assert report["disagreements"] == report["read_mismatches"] == report["mat_mismatches"] == 0
     text = (tmp_path / "coverage.md").read_text()
-    assert "| `timing.boundary` | 59 | 59 |" in text and "## Holes" in text
+    assert "| `timing.boundary` | 62 | 62 |" in text and "## Holes" in text
     assert json.loads((tmp_path / "coverage.json").read_text())["bins_hit"] == report["bins_hit"]
     assert "<rtl" in (tmp_path / "coverage.xml").read_text()  # cocotb-coverage's export
 

@@ -16,6 +16,7 @@ from patton.hw.formal.protocol import ProtocolProperty
 from patton.hw.formal.sby import Outcome, run
 from patton.hw.formal.storage import (
     GlobalBufferProperty,
+    MatInitProperty,
     MatProperty,
     RowBufferProperty,
 )
@@ -87,9 +88,10 @@ PROOFS: tuple[Proof, ...] = (
             "prove", 4, _describe(FULL), f"timing checker ({profile}): {_TIMING}")
       for profile in PROFILES),
     Proof("protocol", lambda: ProtocolProperty(FEW_ROWS), "prove", 3, _describe(FEW_ROWS),
-          "decoder: the protocol code of sim.protocol.RULES for every command and state; "
-          "a refused command changes no bank state or mode and writes no mat or GB column; "
-          "a legal one makes its rule's row state"),
+          "decoder: the protocol code of sim.protocol.RULES for every command (EWMUL16, AF16, "
+          "RDAF16 included) and state, LUT rows included; a refused command changes no bank "
+          "state or mode and writes no mat or GB column; a legal one makes its rule's row "
+          "state"),
     Proof("protocol-small", lambda: ProtocolProperty(SMALL), "prove", 3, _describe(SMALL),
           "the same on an organisation whose row and GB column ranges differ"),
     Proof("gb-watched", lambda: GlobalBufferProperty(FULL, reads="watched"), "prove", 3,
@@ -99,11 +101,15 @@ PROOFS: tuple[Proof, ...] = (
           "global buffer: a read of any column returns the last word written there "
           "(write-first), any reads and writes between"),
     Proof("mat-watched", lambda: MatProperty(FEW_ROWS, reads="watched"), "prove", 3,
-          _describe(FEW_ROWS), "mat: the watched word always holds the last word written "
-          "to it, lane by lane (read in every cycle)"),
+          _describe(FEW_ROWS), "mat: the watched word (a normal or a LUT row) always holds "
+          "the last word written to it, lane by lane, and its power-up contents in lanes never "
+          "written (read in every cycle)"),
+    Proof("mat-init", lambda: MatInitProperty(FEW_ROWS), "bmc", 2, _describe(FEW_ROWS),
+          "mat power-up contents: any word of a normal row reads as zero, any word of LUT "
+          "row k as the default table of AFM k (sim.datapath.af_lut)"),
     Proof("row-buffer", lambda: RowBufferProperty(FEW_ROWS), "bmc", 4, _describe(FEW_ROWS),
-          "bank row buffer: a read of the open row returns the last word written to that "
-          "(row, column); ACT/PRE set the open-row register"),
+          "bank row buffer: a read of the open row (a normal or a LUT row) returns the last "
+          "word written to that (row, column); ACT/PRE set the open-row register"),
 )
 
 #: The rule the broken checker gets wrong: nRRDS (ACT -> ACT in a channel, 5 cycles).

@@ -21,7 +21,12 @@ bank, row to open or column out of range      ``RANGE`` (:func:`~patton.sim.prot
 ``OPEN`` on one bank: closed / another row    ``BANK_CLOSED`` / ``WRONG_ROW``
 ``OPEN`` on all banks: not one row / another  ``NOT_ALL_OPEN`` / ``WRONG_ROW``
 ``partner`` under BROADCAST = 1               ``PARTNER``
+``lut``: the open row is not a LUT row        ``LUT_ROW``
 ==========================================  =========================================
+
+A row is a normal row (``0 .. rows - 1``) or a LUT row ``AF_ROW_BASE + k`` (``k`` below
+:data:`~patton.sim.protocol.LUT_ROWS`); the port names the latter ``lut = 1, row = k``, and two
+rows are the same when both fields are.
 
 Asserted in every cycle:
 
@@ -46,17 +51,18 @@ from amaranth.hdl import (
     Assume,
     Elaboratable,
     Module,
+    Mux,
     ResetSignal,
     Signal,
 )
 from patton.hw.channel import Channel
 from patton.hw.decoder import all_of, any_of
 from patton.hw.formal import free_mac
-from patton.hw.isa import IMPLEMENTED, ROW_BITS, Opcode, ProtocolCode, command_layout
+from patton.hw.isa import IMPLEMENTED, Opcode, ProtocolCode, command_layout
 from patton.hw.params import ChannelParams
-from patton.sim.device import AF_ROW_BASE
 from patton.sim.isa import Command
 from patton.sim.protocol import (
+    LUT_ROWS,
     RULES,
     Action,
     Need,
@@ -92,8 +98,6 @@ class ProtocolProperty(Elaboratable):
         if params.rows != params.device.rows:
             raise ValueError(f"params.rows ({params.rows!r}) must equal the device's "
                              f"({params.device.rows!r}): the protocol checks the device's rows")
-        if AF_ROW_BASE < 1 << ROW_BITS:
-            raise ValueError("a LUT row fits the command port; the harness assumes none does")
         self._params = params
         self._rules = RULES if rules is None else rules
         self.channel = Channel(params, mac=free_mac)
@@ -117,16 +121,19 @@ class ProtocolProperty(Elaboratable):
         m.d.comb += chan.cmd.eq(cmd)
 
         opened = [bank.open for bank in banks]
+        luts = [bank.lut for bank in banks]
         rows = [bank.row for bank in banks]
         mode = chan.reg_mode
         bank_bits = max(1, (p.banks - 1).bit_length())
         sel = cmd.bank[:bank_bits]
         in_range = cmd.bank < p.banks
         sel_open = Array(opened)[sel]
-        sel_row = Array(rows)[sel]
+        # the command names bank b's open row: the same kind of row and the same number
+        names = [(luts[b] == cmd.lut) & (rows[b] == cmd.row) for b in range(p.banks)]
+        sel_names = Array(names)[sel]
         partner = [b ^ 1 for b in range(p.banks)]
-        partner_ok = Array((opened[q] & (rows[q] == rows[b])) if q < p.banks else 0
-                           for b, q in enumerate(partner))[sel]
+        partner_ok = Array((opened[q] & (rows[q] == rows[b]) & (luts[q] == luts[b]))
+                           if q < p.banks else 0 for b, q in enumerate(partner))[sel]
 
         # --- the expected code, from RULES ----------------------------------------------
         expected = Signal(ProtocolCode)
@@ -134,8 +141,8 @@ class ProtocolProperty(Elaboratable):
         with m.If(cmd.valid), m.Switch(cmd.command):
             for command in Command:
                 with m.Case(Opcode[command.name]):
-                    checks = _checks(self._rules, command, cmd, p, dev, mode, opened, rows,
-                                     sel_open, sel_row, in_range, partner_ok)
+                    checks = _checks(self._rules, command, cmd, dev, mode, opened, luts, rows,
+                                     names, sel_open, sel_names, in_range, partner_ok)
                     for k, (cond, code) in enumerate(checks):
                         with (m.If if k == 0 else m.Elif)(cond):
                             m.d.comb += expected.eq(code)
@@ -144,9 +151,11 @@ class ProtocolProperty(Elaboratable):
         # --- the expected next state ---------------------------------------------------
         legal = cmd.valid & (expected == ProtocolCode.NONE)
         next_open = [Signal(name=f"next_open{b}") for b in range(p.banks)]
-        next_row = [Signal(p.row_bits, name=f"next_row{b}") for b in range(p.banks)]
+        next_lut = [Signal(name=f"next_lut{b}") for b in range(p.banks)]
+        next_row = [Signal(p.open_row_bits, name=f"next_row{b}") for b in range(p.banks)]
         next_mode = Signal()
         m.d.comb += [o.eq(opened[b]) for b, o in enumerate(next_open)]
+        m.d.comb += [x.eq(luts[b]) for b, x in enumerate(next_lut)]
         m.d.comb += [r.eq(rows[b]) for b, r in enumerate(next_row)]
         m.d.comb += next_mode.eq(mode)
         with m.If(legal), m.Switch(cmd.command):
@@ -160,7 +169,7 @@ class ProtocolProperty(Elaboratable):
                             hit = (sel == b) if rule.targets is Targets.BANK else 1
                             with m.If(hit):
                                 if rule.action is Action.OPEN:
-                                    m.d.comb += [next_open[b].eq(1),
+                                    m.d.comb += [next_open[b].eq(1), next_lut[b].eq(cmd.lut),
                                                  next_row[b].eq(cmd.row)]
                                 else:
                                     m.d.comb += next_open[b].eq(0)
@@ -168,14 +177,17 @@ class ProtocolProperty(Elaboratable):
         # --- one cycle later ---------------------------------------------------------------
         was_refused, was_quiet, was_legal = Signal(), Signal(), Signal()
         then_open = [Signal(name=f"then_open{b}") for b in range(p.banks)]
-        then_row = [Signal(p.row_bits, name=f"then_row{b}") for b in range(p.banks)]
+        then_lut = [Signal(name=f"then_lut{b}") for b in range(p.banks)]
+        then_row = [Signal(p.open_row_bits, name=f"then_row{b}") for b in range(p.banks)]
         then_mode = Signal()
         m.d.sync += [was_refused.eq(cmd.valid & (expected != ProtocolCode.NONE)),
                      was_quiet.eq(~legal), was_legal.eq(legal), then_mode.eq(next_mode)]
-        m.d.sync += [t.eq(n) for t, n in zip(then_open + then_row, next_open + next_row)]
+        m.d.sync += [t.eq(n) for t, n in zip(then_open + then_lut + then_row,
+                                             next_open + next_lut + next_row)]
 
-        same = all_of((opened[b] == then_open[b]) & (~then_open[b] | (rows[b] == then_row[b]))
-                    for b in range(p.banks))
+        same = all_of((opened[b] == then_open[b])
+                      & (~then_open[b] | ((rows[b] == then_row[b]) & (luts[b] == then_lut[b])))
+                      for b in range(p.banks))
         m.d.comb += [
             Assert(~was_refused | same, "a refused command changes no bank state"),
             Assert(~was_refused | (mode == then_mode), "a refused command keeps the mode"),
@@ -194,8 +206,8 @@ def _targets(rule, p: ChannelParams) -> range:
     raise NotImplementedError(f"no RTL command targets {rule.targets}")
 
 
-def _checks(rules, command, cmd, p, dev, mode, opened, rows, sel_open, sel_row, in_range,
-            partner_ok) -> list[tuple[object, ProtocolCode]]:
+def _checks(rules, command, cmd, dev, mode, opened, luts, rows, names, sel_open, sel_names,
+            in_range, partner_ok) -> list[tuple[object, ProtocolCode]]:
     """Return ``rules[command]``'s conditions, in checking order, with the code of each."""
     if command not in IMPLEMENTED:
         return [(1, ProtocolCode.REJECTED)]
@@ -208,26 +220,28 @@ def _checks(rules, command, cmd, p, dev, mode, opened, rows, sel_open, sel_row, 
     bad = 0
     if rule.bank:
         bad = bad | ~in_range
-    if rule.row is Operand.REQUIRED:
-        bad = bad | (cmd.row >= dev.rows)  # LUT rows do not fit the port (checked above)
+    if rule.row is Operand.REQUIRED:  # a normal row of the device, or a LUT row
+        bad = bad | Mux(cmd.lut, cmd.row >= LUT_ROWS, cmd.row >= dev.rows)
     if rule.columns is not None:
         bad = bad | (cmd.col >= column_limit(dev, command))
     out.append((bad, ProtocolCode.RANGE))
     t, need = rule.targets, rule.need
     if need is Need.FREE and t is Targets.BANK:
-        out.append((sel_open & (sel_row != cmd.row), ProtocolCode.BANK_OPEN))
+        out.append((sel_open & ~sel_names, ProtocolCode.BANK_OPEN))
     elif need is Need.FREE and t is Targets.ALL:
-        out.append((any_of(o & (r != cmd.row) for o, r in zip(opened, rows)),
-                    ProtocolCode.ROW_CONFLICT))
+        out.append((any_of(o & ~n for o, n in zip(opened, names)), ProtocolCode.ROW_CONFLICT))
     elif need is Need.OPEN and t is Targets.BANK:
         out.append((~sel_open, ProtocolCode.BANK_CLOSED))
-        out.append((sel_row != cmd.row, ProtocolCode.WRONG_ROW))
+        out.append((~sel_names, ProtocolCode.WRONG_ROW))
         if rule.partner:
             out.append((cmd.broadcast & ~partner_ok, ProtocolCode.PARTNER))
     elif need is Need.OPEN and t is Targets.ALL:
-        one_row = all_of(opened) & all_of(r == rows[0] for r in rows)
+        one_row = all_of(opened) & all_of((r == rows[0]) & (x == luts[0])
+                                          for r, x in zip(rows, luts))
         out.append((~one_row, ProtocolCode.NOT_ALL_OPEN))
-        out.append((rows[0] != cmd.row, ProtocolCode.WRONG_ROW))
-    elif need is not Need.ANY or rule.lut or t is Targets.GROUP:
+        out.append((~names[0], ProtocolCode.WRONG_ROW))
+        if rule.lut:
+            out.append((~luts[0], ProtocolCode.LUT_ROW))
+    elif need is not Need.ANY or rule.partner or rule.lut or t is Targets.GROUP:
         raise NotImplementedError(f"{command.name}: the RTL implements no {t}/{need} rule")
     return out

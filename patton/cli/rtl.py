@@ -74,7 +74,14 @@ from patton.tb import builds, coverage_report, validate
 from patton.tb.closure import close
 from patton.tb.driver import DRAIN, DRAIN_MARGIN
 from patton.tb.prepare import DEFAULT_ROWS, RowsError
-from patton.tb.replays import Replay, channels_text, rejection_note, rtl_text, stdout_to_stderr
+from patton.tb.replays import (
+    Replay,
+    channels_text,
+    cores,
+    rejection_note,
+    rtl_text,
+    stdout_to_stderr,
+)
 from patton.tb.session import Session
 from patton.tb.stimulus import Mix
 from patton.tb.toolchain import BUILD_ROOT, quiet
@@ -196,6 +203,23 @@ def _note(out: _Output, quiet: int):
     return note
 
 
+def _start(quiet: int):
+    """One progress line on stderr before channel schedules replay side by side."""
+    from patton.tb.player import idle_skipped  # lazy, as in _note
+
+    def start(groups: list[list[list]], jobs: int) -> None:
+        commands = sum(len(g[0]) for g in groups)
+        span = max((g[0][-1].cycle for g in groups if g[0]), default=0)
+        skipped = sum(idle_skipped(g[0], quiet) for g in groups)
+        at = "all at once" if jobs >= len(groups) else f"{jobs} at a time"
+        print(f"replaying  {len(groups)} channel schedules side by side ({at}): "
+              f"{commands:,} commands over {span:,} cycles"
+              + (f", {skipped:,} idle cycles skipped" if skipped else ""),
+              file=sys.stderr, flush=True)
+
+    return start
+
+
 #: Commands from which a replay gets a progress line.
 _LONG = 100_000
 
@@ -243,8 +267,11 @@ def _run_checked(args: argparse.Namespace) -> int:
                  lambda: _player(trace.rows, waves, args.timing, out))
     if waves:
         validate.clear_waves(trace)
+    replaying = time.perf_counter()
     replays = _tool("the RTL replay", out, lambda: validate.replay_trace(
-        play, trace, around=out, note=_note(out, play.timing.quiet)))
+        play, trace, around=out, note=_note(out, play.timing.quiet), jobs=args.jobs,
+        start=_start(play.timing.quiet)))
+    replay_seconds = time.perf_counter() - replaying
     dumps: list[str] = []
     if waves:
         try:
@@ -257,7 +284,7 @@ def _run_checked(args: argparse.Namespace) -> int:
         readouts_format.write(args.readouts, values, str(args.trace), "rtl")
     seconds = time.perf_counter() - started
     report = validate.run_report(
-        trace, replays, play, waves=dumps, seconds=seconds,
+        trace, replays, play, waves=dumps, seconds=seconds, replay_seconds=replay_seconds,
         readouts=None if values is None else (str(args.readouts), len(values)))
     report["warnings"] = notes
     if args.json:
@@ -275,8 +302,9 @@ def _print_run(args: argparse.Namespace, trace: validate.PreparedTrace,
     print(f"model      {model.cycles} cycles, {model.commands} commands on "
           f"{len(model.command_counts)} channel(s), timing {args.timing}")
     print(f"rtl        {len(replays)} distinct schedule(s) replayed, "
-          f"{report['replayed_commands']} commands, {report['rtl_seconds']:.2f} s "
-          f"(--rows {trace.rows}{', chosen from the trace' if args.rows is None else ''})")
+          f"{report['replayed_commands']} commands (--rows {trace.rows}"
+          f"{', chosen from the trace' if args.rows is None else ''})")
+    print(_speed_line(report, args.jobs))
     for r in replays:
         v = r.verdict
         print(f"  {channels_text(r.channels):<12} {r.commands} commands, {v.reads} reads, "
@@ -301,6 +329,16 @@ def _print_run(args: argparse.Namespace, trace: validate.PreparedTrace,
     print(f"result     {'OK' if report['ok'] else 'FAIL'} in {seconds:.1f} s")
 
 
+def _speed_line(report: dict, jobs: int | None) -> str:
+    """How long the replays took, side by side, and how many cycles they simulated."""
+    jobs = cores() if jobs is None else jobs
+    at = "all at once" if jobs >= report["replays"] else f"{jobs} at a time"
+    rate = report["cycles_per_second"]
+    return (f"speed      {report['replay_seconds']:.1f} s for the replays ({at}): "
+            f"{report['simulated_cycles']:,} simulated channel cycles"
+            + (f", {rate:,} per second" if rate else ""))
+
+
 # -- patton rtl check ------------------------------------------------------------------------
 
 
@@ -315,10 +353,14 @@ def _check_checked(args: argparse.Namespace) -> int:
     out = _Output("check", args.verbose)
     play = _tool("building the RTL channel", out,
                  lambda: _player(sched.rows, None, args.timing, out))
+    replaying = time.perf_counter()
     replays = _tool("the RTL replay", out, lambda: validate.replay_schedule(
-        play, sched, around=out, note=_note(out, play.timing.quiet)))
+        play, sched, around=out, note=_note(out, play.timing.quiet), jobs=args.jobs,
+        start=_start(play.timing.quiet)))
+    replay_seconds = time.perf_counter() - replaying
     seconds = time.perf_counter() - started
-    report = validate.check_report(sched, replays, play, seconds=seconds)
+    report = validate.check_report(sched, replays, play, seconds=seconds,
+                                   replay_seconds=replay_seconds)
     if args.json:
         _emit(report)
         return 0 if report["ok"] else 1
@@ -338,6 +380,7 @@ def _print_check(args: argparse.Namespace, sched: validate.PreparedSchedule,
     for v in sched.found[:_SHOW]:
         print(f"  {v.located(args.schedule)}")
     print(f"rtl        {report['rtl_violations']} violation(s)")
+    print(_speed_line(report, args.jobs))
     for r in replays:
         for x in r.result.violations[:_SHOW]:
             print(f"  {channels_text(r.channels)}: {rtl_text(x, r.timing)}")
@@ -466,6 +509,13 @@ def _coverage_checked(args: argparse.Namespace) -> int:
 _rows = integer(1, DEVICE.rows)
 
 
+def _jobs_option(verb: argparse.ArgumentParser) -> None:
+    """``--jobs N``: how many channel schedules replay at once (each its own simulator)."""
+    verb.add_argument("--jobs", type=integer(1, 32), default=None, metavar="N",
+                      help="replay N distinct channel schedules at a time, each on its own "
+                           "simulator (default: one per CPU core)")
+
+
 def _common(verb: argparse.ArgumentParser) -> None:
     """The options every ``rtl`` verb has: ``--json``, ``-v``, ``--timing``."""
     verb.add_argument("--json", action="store_true", help="print one JSON object")
@@ -496,6 +546,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     run.add_argument("--readouts", metavar="FILE",
                      help="write the RTL's read-out values (RD_MAC, RD_SBK, ... results) to "
                           "FILE: .json or .npy (patton.sim.readouts)")
+    _jobs_option(run)
     _common(run)
     run.set_defaults(func=_reported(_run_checked))
     chk = verbs.add_parser("check", help="replay a schedule on the RTL; compare both checkers",
@@ -506,6 +557,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                      help="rows per bank of the RTL build (default: chosen from the schedule: "
                           "its highest row rounded up to a power of two, at least "
                           f"{DEFAULT_ROWS}, or a larger build already cached under build/)")
+    _jobs_option(chk)
     _common(chk)
     chk.set_defaults(func=_reported(_check_checked))
     cov = verbs.add_parser("coverage", help="functional coverage closure of the RTL channel",

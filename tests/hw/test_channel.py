@@ -13,13 +13,13 @@ import pytest
 from amaranth.hdl import ClockDomain, Module
 from amaranth.sim import Simulator
 from patton.hw.channel import Channel
-from patton.hw.isa import Opcode, ProtocolCode, command_layout
+from patton.hw.isa import IMPLEMENTED, Opcode, ProtocolCode, command_layout
 from patton.hw.params import ChannelParams
 from patton.sim.check import verify
 from patton.sim.cycle_model import CycleModel
-from patton.sim.device import DEVICE
+from patton.sim.device import AF_ROW_BASE, DEVICE
 from patton.sim.functional import FunctionalModel
-from patton.sim.isa import Cfr, Command, Instruction, channel_bit
+from patton.sim.isa import CFR_RESET, Cfr, Command, Instruction, channel_bit
 from patton.sim.isa import Opcode as Op
 from patton.sim.replay import replay
 from patton.sim.schedule import TimedCommand
@@ -50,7 +50,9 @@ def _build(params: ChannelParams = PARAMS) -> tuple[Channel, Simulator, ClockDom
 def encode(cmd: TimedCommand) -> dict:
     """Return the command-port value of a schedule entry (no payload: zeros, all lanes).
 
-    ``broadcast`` is CFR BROADCAST as the entry's instruction was decoded (0 without one).
+    ``broadcast`` and ``ewmul_bg`` are CFR BROADCAST and EWMUL_BG as the entry's instruction
+    was decoded (the reset values without one); a LUT row ``AF_ROW_BASE + k`` is ``lut = 1``,
+    ``row = k``.
     """
     data, mask = 0, 0xFFFF
     payload = cmd.payload
@@ -58,9 +60,12 @@ def encode(cmd: TimedCommand) -> dict:
         data = sum(int(w) << (16 * i) for i, w in enumerate(np.asarray(payload)))
         if cmd.mask is not None:
             mask = cmd.mask
+    cfr = cmd.cfr or tuple(CFR_RESET[c] for c in Cfr)
+    lut = cmd.row >= AF_ROW_BASE
     return {"valid": 1, "command": Opcode[cmd.command.name], "bank": max(cmd.bank, 0),
-            "row": max(cmd.row, 0), "col": max(cmd.col, 0), "data": data, "mask": mask,
-            "broadcast": cmd.cfr[Cfr.BROADCAST] if len(cmd.cfr) > Cfr.BROADCAST else 0}
+            "row": cmd.row - AF_ROW_BASE if lut else max(cmd.row, 0), "lut": int(lut),
+            "col": max(cmd.col, 0), "data": data, "mask": mask,
+            "broadcast": cfr[Cfr.BROADCAST], "ewmul_bg": cfr[Cfr.EWMUL_BG]}
 
 
 def run_many(schedules: list[list[TimedCommand]], params: ChannelParams = PARAMS) -> list[dict]:
@@ -146,19 +151,28 @@ def small_program(rng: np.random.Generator) -> list[Instruction]:
         Instruction(Op.MAC_SBK, opsize=1, channel_mask=CH0, bank=3, row=1, col=2),
         Instruction(Op.RD_SBK, gpr0=0, channel_mask=CH0, bank=5, row=3, col=2),
         Instruction(Op.RD_MAC, gpr0=0, channel_mask=CH0),
+        Instruction(Op.WR_CFR, cfr=int(Cfr.EWMUL_BG), value=0),
+        Instruction(Op.EWMUL, opsize=2, channel_mask=CH0, row=2, col=0),
+        Instruction(Op.WR_CFR, cfr=int(Cfr.EWMUL_BG), value=1),
+        Instruction(Op.EWMUL, opsize=1, channel_mask=CH0, row=2, col=1),
+        Instruction(Op.RD_SBK, gpr0=0, channel_mask=CH0, bank=2, row=2, col=0),
+        Instruction(Op.RD_SBK, gpr0=0, channel_mask=CH0, bank=6, row=2, col=1),
+        Instruction(Op.WR_CFR, cfr=int(Cfr.AFM), value=5),
+        Instruction(Op.AF, channel_mask=CH0),
+        Instruction(Op.RD_AF, gpr0=0, channel_mask=CH0),
     ]
 
 
 def random_program(rng: np.random.Generator, length: int) -> list[Instruction]:
     """Return ``length`` random instructions of the implemented kinds, then reads of the state.
 
-    Rows 0..3 and columns 0..5 only, so that writes, copies and MACs meet; the program ends
-    with RD_MAC and a read of four addresses it touched.
+    Rows 0..3 and columns 0..5 only, so that writes, copies, MACs and element-wise multiplies
+    meet; the program ends with RD_MAC, RD_AF and a read of four addresses it touched.
     """
     program = []
     touched = []
     for _ in range(length):
-        kind = rng.integers(9)
+        kind = rng.integers(12)
         bank, row = int(rng.integers(16)), int(rng.integers(PARAMS.rows))
         size = int(rng.integers(1, 4))
         col = int(rng.integers(0, 4))
@@ -189,10 +203,22 @@ def random_program(rng: np.random.Generator, length: int) -> list[Instruction]:
             op = Op.COPY_BKGB if rng.integers(2) else Op.COPY_GBBK
             program.append(Instruction(op, opsize=size, channel_mask=CH0, bank=bank,
                                        row=row, col=col))
-        else:
+        elif kind == 8:
             program.append(Instruction(Op.WR_ABK, opsize=1, gpr0=0, channel_mask=CH0, row=row,
                                        col=col, data=_words(rng, 1), mask=mask))
+        elif kind == 9:
+            program.append(Instruction(Op.WR_CFR, cfr=int(Cfr.EWMUL_BG),
+                                       value=int(rng.integers(2))))
+            program.append(Instruction(Op.EWMUL, opsize=size, channel_mask=CH0, row=row,
+                                       col=col))
+            touched.append((4 * int(rng.integers(4)) + 2, row, col))
+        elif kind == 10:
+            program.append(Instruction(Op.WR_CFR, cfr=int(Cfr.AFM), value=int(rng.integers(8))))
+            program.append(Instruction(Op.AF, channel_mask=CH0))
+        else:
+            program.append(Instruction(Op.RD_AF, gpr0=0, channel_mask=CH0))
     program.append(Instruction(Op.RD_MAC, gpr0=0, channel_mask=CH0))
+    program.append(Instruction(Op.RD_AF, gpr0=0, channel_mask=CH0))
     for bank, row, col in touched[-4:]:
         program.append(Instruction(Op.RD_SBK, gpr0=0, channel_mask=CH0, bank=bank, row=row,
                                    col=col))
@@ -203,12 +229,14 @@ def expected_reads(schedule: list[TimedCommand], model: FunctionalModel | None =
                    ) -> list[tuple[int, Command, np.ndarray]]:
     """Return what the functional model returns, at the cycle the channel must return it.
 
-    With ``model``, start from its state after the channel's reset: accumulators zero, all
-    banks closed, mats and global buffer as they are (the reset clears registers only).
+    With ``model``, start from its state after the channel's reset: accumulators and AF
+    registers zero, all banks closed, mats and global buffer as they are (the reset clears
+    registers only).
     """
     if model is None:
         model = FunctionalModel(DEVICE)
     model.channels[0].acc[:] = 0
+    model.channels[0].af[:] = 0
     model.channels[0].open_rows[:] = -1
     returned = sorted(replay(schedule, model),  # return cycle, then issue cycle
                       key=lambda r: (r.command.cycle + TIMING.latency[r.command.command],
@@ -230,10 +258,7 @@ def small_schedule() -> list[TimedCommand]:
     schedule = schedule_of(small_program(np.random.default_rng(7)))
     assert verify(schedule) == []
     used = {c.command for c in schedule}
-    assert used >= {Command.ACT, Command.ACT16, Command.PRE, Command.PREA, Command.RD,
-                    Command.WR, Command.MAC, Command.MAC16, Command.RDCP, Command.WRCP,
-                    Command.WRGB, Command.WRMAC16, Command.RDMAC16, Command.WRA16,
-                    Command.TMOD}
+    assert used == IMPLEMENTED
     return schedule
 
 
@@ -314,7 +339,7 @@ def test_replay_matches_functional_model(small_runs):
     schedule, got, want = small_runs["legal"]
     assert got["violations"] == []
     assert got["count"] == 0
-    assert len(want) == 5
+    assert [c for _, c, _ in want].count(Command.RDAF16) == 1 and len(want) == 8
     assert_same_reads(got["reads"], want)
 
 
@@ -377,7 +402,7 @@ PROTOCOL = [
     (_cmd(500, _C.WRGB, col=0), ProtocolCode.MODE),
     (_cmd(600, _C.ACT16, row=2), ProtocolCode.ROW_CONFLICT),
     (_cmd(700, _C.MAC16, row=1, col=0), ProtocolCode.NOT_ALL_OPEN),
-    (_cmd(800, _C.EWMUL16, row=1, col=0), ProtocolCode.REJECTED),
+    (_cmd(800, _C.RDA, 2, 1, 0), ProtocolCode.REJECTED),
     (_cmd(900, _C.RD, 2, 1, 64), ProtocolCode.RANGE),
     (_cmd(1000, _C.ACT, 7, 4), ProtocolCode.RANGE),  # row 4 of a 4-row build
     (_cmd(1010, _C.ACT, 16, 0), ProtocolCode.RANGE),
@@ -386,7 +411,7 @@ PROTOCOL = [
     (_cmd(1300, _C.RDMAC16), None),
 ]
 REGISTER_READ = [_cmd(0, _C.TMOD), _cmd(40, _C.RDMAC16)]
-REJECTED = (_C.AF16, _C.RDAF16, _C.EWMUL16, _C.RDA, _C.WRA, _C.ACT4, _C.PRE4, _C.REFab)
+REJECTED = (_C.RDA, _C.WRA, _C.ACT4, _C.PRE4, _C.REFab, _C.REFpb, _C.SYNC, _C.EOC)
 
 
 @pytest.fixture(scope="module")

@@ -138,3 +138,15 @@ def test_wrong_protocol_table_fails_the_decoder_proof(tmp_path):
     assert outcome.trace is not None
     last = steps(outcome.trace, ["cmd.valid", "cmd.command"])[outcome.step]
     assert (last["cmd.valid"], last["cmd.command"]) == (1, Opcode.RD.value)
+
+
+def test_wrong_lut_condition_fails_the_decoder_proof(tmp_path):
+    # A table in which AF16 needs no LUT row: the RTL's LUT_ROW is then a wrong code.
+    rules = {**RULES, Command.AF16: dataclasses.replace(RULES[Command.AF16], lut=False)}
+    proof = dataclasses.replace(by_name("protocol-small"), name="wrong-lut",
+                                build=lambda: ProtocolProperty(SMALL, rules=rules))
+    outcome = proof.run(tmp_path)
+    assert outcome.status == "FAIL"
+    assert outcome.trace is not None
+    last = steps(outcome.trace, ["cmd.valid", "cmd.command", "cmd.lut"])[outcome.step]
+    assert (last["cmd.valid"], last["cmd.command"]) == (1, Opcode.AF16.value)

@@ -381,18 +381,22 @@ def test_readout_matches_model():
 
 
 def test_bias_load_matches_model_exhaustively():
-    """WRMAC16 widening for all 65536 bfloat16 patterns."""
+    """WRMAC16 widening, and what the accumulator then reads out as, for all 65536 bfloat16
+    patterns."""
     vectors = np.arange(1 << 16, dtype=np.uint16)
     expected = datapath.bias(vectors)
+    readout = datapath.readout(expected)
     dut = BiasLoad()
 
     def drive(ctx, index):
         ctx.set(dut.bias, index)
 
-    got = _simulate(dut, drive, lambda ctx: ctx.get(dut.acc), len(vectors))
-    mismatches = [i for i, (g, e) in enumerate(zip(got, expected)) if g != e]
-    assert not mismatches, [f"{i:#06x}: rtl {got[i]:#010x}, model {int(expected[i]):#010x}"
-                            for i in mismatches[:5]]
+    got = _simulate(dut, drive, lambda ctx: (ctx.get(dut.acc), ctx.get(dut.value)),
+                    len(vectors))
+    mismatches = [i for i, ((g, v), e, r) in enumerate(zip(got, expected, readout))
+                  if g != e or v != r]
+    assert not mismatches, [f"{i:#06x}: rtl {got[i]}, model {int(expected[i]):#010x} "
+                            f"{int(readout[i]):#06x}" for i in mismatches[:5]]
 
 
 # --------------------------------------------------------------------------- Verilog
@@ -402,7 +406,7 @@ def test_bias_load_matches_model_exhaustively():
     (MacUnit, "mac_unit", ["input [255:0] a", "input [255:0] b", "input [31:0] acc",
                            "output [31:0] result"]),
     (Bf16Readout, "bf16_readout", ["input [31:0] acc", "output [15:0] value"]),
-    (BiasLoad, "bias_load", ["input [15:0] bias", "output [31:0] acc"]),
+    (BiasLoad, "bias_load", ["input [15:0] bias", "output [31:0] acc", "output [15:0] value"]),
 ])
 def test_verilog_conversion(component, name, ports):
     """The units convert to Verilog with their signature as the port list, and no clock."""
