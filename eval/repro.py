@@ -9,6 +9,7 @@ plots.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from collections.abc import Sequence
@@ -22,7 +23,9 @@ from patton.eval.plan import Scale
 from patton.eval.report import markdown
 from patton.eval.runner import execute, unique
 from patton.eval.store import Store
-from patton.eval.tasks import Task
+from patton.eval.tasks import Task, TaskError, failed_checks
+
+from patton.files import write_atomic
 
 __all__ = ["DEFAULT_WORKERS", "reproduce", "write"]
 
@@ -38,27 +41,28 @@ def reproduce(figures: Sequence[str], scale: Scale, *, workers: int = DEFAULT_WO
     values and how the paper configuration was chosen) and the GPU model's calibration
     (``gpu_model``: its error against every measured A100 point).
 
-    ``store`` keeps every finished task; with ``resume`` the tasks it holds from the same
-    code are taken from it (a line on stderr says how many).
+    ``store`` keeps every finished task, under its lock for the whole run; with ``resume`` the
+    tasks it holds are taken from it when :meth:`Store.look` takes them (a line on stderr says
+    how many; one per file not taken says why, and that task runs again). No record is made
+    from a result whose own checks failed (:func:`patton.eval.tasks.failed_checks`).
 
     Raises:
         ValueError: an unknown figure.
-        TaskError: a task failed (``StoreError`` for a stored file that cannot be read).
+        StoreBusy: another run holds ``store``'s lock.
+        TaskError: a task failed, or its checks did.
     """
     wanted = {f: figure(f).tasks(scale) for f in figures}
     todo = [t for f in figures for t in wanted[f]]
-    known: dict[Task, dict[str, Any]] = {}
-    if store is not None and resume:
-        distinct = unique(todo)
-        for t in distinct:
-            found = store.get(t)
-            if found is not None:
-                known[t] = found
-        print(f"resume: {len(known)} of {len(distinct)} task results taken from "
-              f"{store.folder}", file=sys.stderr)
-    results = execute(todo, workers=workers, ray=ray, progress=progress, store=store,
-                      known=known)
+    with store.lock() if store is not None else contextlib.nullcontext():
+        known = _resumed(store, unique(todo)) if store is not None and resume else {}
+        results = execute(todo, workers=workers, ray=ray, progress=progress, store=store,
+                          known=known)
     by_task = dict(zip(todo, results, strict=True))
+    for task in unique(todo):
+        failed = failed_checks(by_task[task]["result"])
+        if failed:
+            raise TaskError(f"{task.key}: its checks failed ({failed}); no figure is made "
+                            "from it")
     out: dict[str, Any] = {"assumptions": scale.assumptions.as_dict(), "axes": describe(),
                            "gpu_model": gpu_report()}
     for f in figures:
@@ -69,14 +73,38 @@ def reproduce(figures: Sequence[str], scale: Scale, *, workers: int = DEFAULT_WO
     return out
 
 
+#: Files not taken on ``--resume`` that are named one per line; the rest are counted.
+SHOW_STALE = 10
+
+
+def _resumed(store: Store, tasks: Sequence[Task]) -> dict[Task, dict[str, Any]]:
+    """The results of ``tasks`` that ``store`` holds and takes; print on stderr how many, and
+    for each file it does not take, why (that task runs again)."""
+    known: dict[Task, dict[str, Any]] = {}
+    stale = []
+    for t in tasks:
+        found = store.look(t)
+        if found.result is not None:
+            known[t] = found.result
+        elif found.reason is not None:
+            stale.append(found)
+    for s in stale[:SHOW_STALE]:
+        print(f"resume: {s.path}: {s.reason}; running it again", file=sys.stderr)
+    if len(stale) > SHOW_STALE:
+        print(f"resume: ... and {len(stale) - SHOW_STALE} more files not taken",
+              file=sys.stderr)
+    print(f"resume: {len(known)} of {len(tasks)} task results taken from {store.folder}",
+          file=sys.stderr)
+    return known
+
+
 def write(records: dict[str, Any], out: Path, *, command: str, wall_seconds: float,
           quick: bool) -> list[Path]:
     """Write ``repro.json``, ``repro.md`` and each figure's PNG into ``out``; return the
     files."""
-    files = [out / "repro.json", out / "repro.md"]
-    files[0].write_text(json.dumps(records, indent=1) + "\n", encoding="utf-8")
-    files[1].write_text(markdown(records, command=command, wall_seconds=wall_seconds,
-                                 quick=quick), encoding="utf-8")
+    files = [write_atomic(out / "repro.json", json.dumps(records, indent=1) + "\n"),
+             write_atomic(out / "repro.md", markdown(records, command=command,
+                                                     wall_seconds=wall_seconds, quick=quick))]
     for name, rec in records.items():
         f = FIGURES.get(name)
         if f is not None and f.plot is not None:

@@ -21,18 +21,24 @@ With a :class:`~patton.eval.store.Store`, every task is stored as soon as it fin
 whose results are ``known`` (what a store held, for ``--resume``) are not run again.
 
 Progress: one tqdm bar per task on stderr. Workers report steps through a
-``multiprocessing.Manager().Queue()`` that the parent drains while it waits; Ray tasks
-report when they finish (a queue proxy cannot cross a cluster).
+``multiprocessing`` manager's queue that the parent drains while it waits; Ray tasks report
+when they finish (a queue proxy cannot cross a cluster).
+
+Interrupts: worker and manager processes ignore SIGINT (a terminal sends it to the whole
+process group); the parent, on ^C, SIGTERM or a failed task, cancels what has not started,
+terminates the workers (killing any that has not exited after :data:`GRACE` seconds) and
+re-raises. Every task finished before that is already in the store.
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
 import logging
-import multiprocessing
 import queue as queue_module
+import signal
 import sys
 from collections.abc import Callable, Sequence
+from multiprocessing.managers import SyncManager
 from typing import Any
 
 from patton.eval.store import Store
@@ -196,9 +202,12 @@ def _pool(todo: list[Unit], workers: int, bars: _Bars, done: Done) -> None:
     left = _heaviest_first(todo)
     last: list[tuple] = [()] * count
     busy: dict[int, tuple] = {}  # worker -> affinity of the task it runs
-    with multiprocessing.Manager() as manager:
+    manager = SyncManager()
+    manager.start(_ignore_interrupts)
+    pools = [cf.ProcessPoolExecutor(max_workers=1, initializer=_ignore_interrupts)
+             for _ in range(count)]
+    try:
         q = manager.Queue()
-        pools = [cf.ProcessPoolExecutor(max_workers=1) for _ in range(count)]
         running: dict[cf.Future, tuple[int, int]] = {}  # future -> (worker, task)
 
         def start(w: int) -> None:
@@ -209,32 +218,58 @@ def _pool(todo: list[Unit], workers: int, bars: _Bars, done: Done) -> None:
             last[w] = busy[w] = affinity(todo[i])
             running[pools[w].submit(run, todo[i], _Report(q, i))] = (w, i)
 
-        try:
-            for w in range(count):
-                start(w)
-            while running:
-                finished, _ = cf.wait(running, timeout=POLL, return_when=cf.FIRST_COMPLETED)
-                _drain(q, bars)
-                for f in finished:
-                    w, i = running.pop(f)
-                    error = f.exception()
-                    if error is not None:
-                        raise _named(todo[i], error) from error
-                    done(i, f.result())
-                    bars.finish(i)
-                    start(w)
+        for w in range(count):
+            start(w)
+        while running:
+            finished, _ = cf.wait(running, timeout=POLL, return_when=cf.FIRST_COMPLETED)
             _drain(q, bars)
-        except BaseException:
-            # A failure (or ^C) ends the run: drop what has not started and stop the
-            # workers still running a task (our own processes) rather than wait for them.
-            for pool in pools:
-                pool.shutdown(wait=False, cancel_futures=True)
-                for process in list(getattr(pool, "_processes", {}).values()):
-                    process.terminate()
-            raise
-        finally:
-            for pool in pools:
-                pool.shutdown()
+            for f in finished:
+                w, i = running.pop(f)
+                error = f.exception()
+                if error is not None:
+                    raise _named(todo[i], error) from error
+                done(i, f.result())
+                bars.finish(i)
+                start(w)
+        _drain(q, bars)
+    except BaseException:
+        # A failure (or ^C, or SIGTERM) ends the run: drop what has not started and stop
+        # the workers still running a task (our own processes) rather than wait for them.
+        _stop(pools)
+        raise
+    finally:
+        for pool in pools:
+            pool.shutdown()
+        manager.shutdown()
+
+
+def _ignore_interrupts() -> None:
+    """Initializer of the worker and manager processes: a terminal's ^C reaches the whole
+    process group, and the parent alone decides what it stops (no worker traceback); SIGTERM,
+    how the parent stops them, ends them at once (not the parent's handler, inherited by a
+    fork, which would unwind them with a traceback)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+#: Seconds a terminated worker has to exit before it is killed.
+GRACE = 5.0
+
+
+def _stop(pools: Sequence[cf.ProcessPoolExecutor]) -> None:
+    """Cancel what the pools have not started and end their processes (terminate, then kill
+    after :data:`GRACE` seconds); return when every one has exited."""
+    # The processes first: an executor forgets them (``_processes`` None) once shut down.
+    processes = [p for pool in pools for p in (getattr(pool, "_processes", None) or {}).values()]
+    for pool in pools:
+        pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        process.join(GRACE)
+        if process.is_alive():
+            process.kill()
+            process.join()
 
 
 def _drain(q: Any, bars: _Bars) -> None:

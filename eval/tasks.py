@@ -40,6 +40,7 @@ from typing import Any
 from patton.sim.timing import DEFAULT_PROFILE
 
 __all__ = [
+    "CHECKS",
     "CostPass",
     "CostTask",
     "FragmentationTask",
@@ -50,6 +51,7 @@ __all__ = [
     "affinity",
     "conversations",
     "describe",
+    "failed_checks",
     "passes",
     "run",
 ]
@@ -61,6 +63,27 @@ CONVERSATIONS = 3000
 
 class TaskError(RuntimeError):
     """A task could not run (its message names the task and the reason)."""
+
+
+#: Counts in a task's result that must be zero for figures to use it: programs that broke a
+#: timing or protocol rule, and attention results that differ from the reference (the
+#: checked side run of a cost task, ``_replay``). Absent or None: not checked.
+CHECKS = ("violations", "mismatches")
+
+
+def failed_checks(result: dict[str, Any]) -> str | None:
+    """Return what failed among :data:`CHECKS` in ``result`` (``"5 violations, 3
+    mismatches"``), or None when each is absent, None or 0."""
+    failed = []
+    for name in CHECKS:
+        value = result.get(name)
+        if value is None or value == 0 and type(value) is int:
+            continue
+        if type(value) is not int or value < 0:
+            failed.append(f"{name} {value!r} is not a count")
+        else:
+            failed.append(f"{value:,} {name}")
+    return ", ".join(failed) or None
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,8 +3,11 @@ PATTON, geometric means with the paper's marked, colours and names shared by eve
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Any
+
+from patton.files import write_atomic
 
 __all__ = ["COLOURS", "LABELS", "NAMES", "COMPONENT_COLOURS", "COMPONENT_LABELS", "PAPER_MARK",
            "figure", "stacked", "headroom", "parts", "inverse", "times", "save"]
@@ -103,6 +106,7 @@ def times(v: float | None) -> str:
 
 
 def save(fig: Any, path: Path) -> Path:
-    """Write ``fig`` to ``path`` (110 dpi); return the path."""
-    fig.savefig(path, dpi=110)
-    return path
+    """Write ``fig`` to ``path`` (110 dpi; whole or not at all); return the path."""
+    png = io.BytesIO()
+    fig.savefig(png, dpi=110, format="png")
+    return write_atomic(path, png.getvalue())

@@ -30,6 +30,9 @@ output names the profile used (``"timing"``).
     ``docs/evaluation.md``).
 ``patton cost [--model M] [--runtime R] [--steps N] [--json] ...``
     The cost of one serving run (``patton.cli.cost``, ``docs/run-cost.md``).
+
+^C or SIGTERM stops any command with one line on stderr (``interrupted: ...``: what was kept
+and how to continue) and exit status 130 (:mod:`patton.cli.interrupt`, ``docs/reliability.md``).
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from patton.cli import aim, cost, demo, hw, repro, rtl, runtime, serve
+from patton.cli import aim, cost, demo, hw, interrupt, repro, rtl, runtime, serve
 from patton.sim.native import KernelError
 from patton.sim.textfile import ReadError
 
@@ -64,6 +67,13 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit status."""
     args = parser().parse_args(argv)
+    with interrupt.handling() as interrupted:
+        return _run(args)
+    return interrupted[0]  # ^C or SIGTERM: reported by interrupt.handling
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run the parsed command; report the errors every command shares."""
     try:
         return args.func(args)
     except KernelError as error:  # the compiled cycle model could not be built or failed

@@ -13,11 +13,12 @@
     whether Fig. 7/8's programs are verified. ``--assume AXIS=VALUE`` changes one of the
     evaluation's assumptions from the paper configuration (:mod:`patton.eval.assumptions`;
     ``--frontend F`` is ``--assume frontend=F``). Every finished task is kept in ``DIR/tasks/``
-    (:mod:`patton.eval.store`); ``--resume`` takes the ones the same code computed from there.
+    (:mod:`patton.eval.store`); ``--resume`` takes from there the ones that check (the same code,
+    the same task, content as written, checks passed) and runs the others again, saying why.
 
-Bad options and an unwritable ``--out`` are reported as ``error: ...`` on stderr with exit
-status 2 before anything runs; a task that fails ends the run with exit status 1 and its name
-(``docs/evaluation.md``). :func:`add_parser` registers the verb on the ``patton`` sub-parsers.
+Bad options, an unwritable ``--out`` and an ``--out`` another run is using are reported as
+``error: ...`` on stderr with exit status 2 before anything runs; a task that fails, or whose
+checks fail, ends the run with exit status 1 and its name (``docs/evaluation.md``). :func:`add_parser` registers the verb on the ``patton`` sub-parsers.
 """
 
 from __future__ import annotations
@@ -32,13 +33,14 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from patton.cli import interrupt
 from patton.cli.options import integer
 from patton.eval.assumptions import AXES, PAPER, parse
 from patton.eval.figures import FIGURES, NAMES
 from patton.eval.paper import MODELS as MODEL_NAMES
 from patton.eval.plan import FULL, QUICK
 from patton.eval.repro import DEFAULT_WORKERS, reproduce, write
-from patton.eval.store import Store
+from patton.eval.store import Store, StoreBusy
 from patton.sim.cycle_model import FRONTENDS
 
 __all__ = ["DEFAULT_OUT", "add_parser", "repro"]
@@ -163,11 +165,14 @@ def repro(args: argparse.Namespace) -> int:
         scale = scale.with_(check=args.check)
     scale = scale.with_(assumptions=assumptions)
     show = args.progress if args.progress is not None else sys.stderr.isatty()
+    store = Store(out / "tasks")
+    interrupt.keep(lambda: f"kept {_results(len(list(store.folder.glob('*.json'))))} in "
+                           f"{store.folder}; run the same command with --resume to continue")
     start = time.perf_counter()
     try:
         records = reproduce(figures, scale, workers=args.workers, ray=args.ray, progress=show,
-                            store=Store(out / "tasks"), resume=args.resume)
-    except RayUnavailable as e:
+                            store=store, resume=args.resume)
+    except (RayUnavailable, StoreBusy) as e:
         return _error(str(e))
     except TaskError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -189,6 +194,10 @@ def repro(args: argparse.Namespace) -> int:
         print(f"{f:<11} {FIGURES[f].summary(records[f])}")
     print("wrote       " + ", ".join(os.fspath(p) for p in files))
     return 0
+
+
+def _results(n: int) -> str:
+    return f"{n} task result{'' if n == 1 else 's'}"
 
 
 def _argv(args: argparse.Namespace) -> list[str]:
