@@ -10,7 +10,7 @@ from __future__ import annotations
 __all__ = [
     "PattonError", "ConfigError", "UnknownBlock", "UnknownRequest", "DuplicateBlock",
     "DoubleFree", "ReadOnlyBlock", "OffsetError", "CapacityError", "BlockStateError",
-    "DtypeError", "ShapeError", "LayerError",
+    "DtypeError", "ShapeError", "LayerError", "IdError", "ident",
 ]
 
 
@@ -67,3 +67,26 @@ class ShapeError(PattonError, ValueError):
 
 class LayerError(PattonError, IndexError):
     """A layer outside ``0 .. layers - 1`` of the configuration."""
+
+
+class IdError(PattonError, TypeError):
+    """A block or request id that is not a non-negative integer: ``int`` and NumPy integers
+    are ids; ``bool``, floats, strings and everything else are refused, not converted."""
+
+
+def ident(value: object, what: str) -> int:
+    """Return ``value`` as an id (a Python ``int``), the one rule every runtime entry point
+    applies to block and request ids.
+
+    Raises:
+        IdError: ``value`` is a ``bool``, not an integer, or negative; the message names
+            ``what`` ("block id", "request id"), the value and its type.
+    """
+    import numbers
+
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise IdError(f"{what} {value!r} is a {type(value).__name__}; ids are non-negative "
+                      "integers (int or a NumPy integer; bool is refused)")
+    if value < 0:
+        raise IdError(f"{what} {value} is negative; ids are non-negative integers")
+    return int(value)

@@ -78,6 +78,8 @@ class Clients:
         if max_model_len < 2:
             raise ValueError(f"max_model_len must be >= 2, got {max_model_len}")
         self.max_model_len = max_model_len
+        #: Conversations of the file passed over because their first turn does not fit.
+        self.passed_over = 0
         self._file: Iterator[Conversation] = iter(conversations)
         self.clients = [_Client([None] * (pool // clients)) for _ in range(clients)]
         for s in range(pool // clients):
@@ -95,6 +97,7 @@ class Clients:
         for conversation in self._file:
             if self._fits(conversation, 1):
                 return _Live(conversation, 1, 0)
+            self.passed_over += 1
         return None
 
     def send(self) -> list[tuple[Request, int]]:

@@ -18,6 +18,7 @@ beside it (:func:`write` with ``meta=``), never in its lines.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from collections.abc import Iterable, Iterator, Sequence
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from patton.sim.jsontext import json_value
 from patton.sim.textfile import ReadError
 
 __all__ = ["WorkloadError", "Conversation", "parse", "read", "dumps", "write",
@@ -34,6 +36,14 @@ __all__ = ["WorkloadError", "Conversation", "parse", "read", "dumps", "write",
 #: Llama-3's ``<|begin_of_text|>``, put before the first user message.
 BOS_LLAMA3 = 128000
 
+
+#: Token ids are those of Llama-3's BPE (``quicktok-v1``'s ``llama3``, the tokenizer every
+#: conversation file is made with): 0 .. VOCABULARY - 1.
+VOCABULARY = 128_256
+#: The longest line the reader takes, in bytes. ShareGPT's longest conversation is about
+#: 0.5 MB as token ids; 16 MiB leaves room for any real conversation and bounds the memory a
+#: damaged file (one that lost its newlines) can make the reader take.
+MAX_LINE = 16 << 20
 
 class WorkloadError(ReadError):
     """A malformed conversation line; ``str()`` is ``file:line: reason`` (a
@@ -85,9 +95,9 @@ def _kind(value: Any) -> str:
 def _conversation(text: str) -> Conversation:
     """Return the conversation of one line; raise ValueError with the reason."""
     try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"not JSON: {e.msg} at column {e.colno}") from None
+        obj = json_value(text, "", None)
+    except ReadError as e:
+        raise ValueError(e.reason) from None
     if not isinstance(obj, dict):
         raise ValueError(f"expected an object with 'id' and 'messages', got {_kind(obj)}")
     for key in ("id", "messages"):
@@ -115,8 +125,9 @@ def _conversation(text: str) -> Conversation:
         for j, t in enumerate(m):
             if type(t) is not int:
                 raise ValueError(f"messages[{i}][{j}] must be an int token id, got {_kind(t)}")
-            if t < 0:
-                raise ValueError(f"messages[{i}][{j}] is a negative token id ({t})")
+            if not 0 <= t < VOCABULARY:
+                raise ValueError(f"messages[{i}][{j}] is token id {t}, outside the Llama-3 "
+                                 f"vocabulary (0..{VOCABULARY - 1})")
         out.append(tuple(m))
     return Conversation(cid, tuple(out))
 
@@ -124,7 +135,7 @@ def _conversation(text: str) -> Conversation:
 def parse(lines: Iterable[str], source: str = "<string>") -> list[Conversation]:
     """Return the conversations of JSONL text, in order; raise WorkloadError on a bad line.
 
-    Blank lines are skipped. Ids must be unique.
+    Blank lines are skipped. Ids must be unique; at least one conversation is required.
     """
     out: list[Conversation] = []
     first: dict[str, int] = {}
@@ -140,23 +151,40 @@ def parse(lines: Iterable[str], source: str = "<string>") -> list[Conversation]:
                                            f"{first[conv.id]})")
         first[conv.id] = n
         out.append(conv)
+    if not out:
+        raise WorkloadError(source, None, "no conversation in the file (empty or blank)")
     return out
 
 
 def read(path: str | os.PathLike[str]) -> list[Conversation]:
-    """Return the conversations of a JSONL file; raise WorkloadError on a bad line."""
-    p = Path(path)
+    """Return the conversations of a JSONL file; raise WorkloadError on a bad line.
+
+    The file is read a line at a time (memory bounded by :data:`MAX_LINE`, whatever the file's
+    size); a longer line is an error at that line.
+    """
+    return parse(_lines(Path(path)), str(path))
+
+
+def _lines(p: Path) -> Iterator[str]:
+    """The lines of ``p`` as text, one at a time, each at most :data:`MAX_LINE` bytes."""
     try:
-        with open(p, "rb") as f:
-            data = f.read()
+        f = open(p, "rb")
     except OSError as e:
-        raise WorkloadError(str(p), 0, f"cannot read: {e.strerror}") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data[:e.start].count(b"\n") + 1
-        raise WorkloadError(str(p), line, "not UTF-8") from None
-    return parse(text.split("\n"), str(p))
+        raise WorkloadError(str(p), None, f"cannot read: {e.strerror}") from None
+    with f:
+        for n in itertools.count(1):
+            try:
+                raw = f.readline(MAX_LINE + 1)
+            except OSError as e:
+                raise WorkloadError(str(p), n, f"cannot read: {e.strerror}") from None
+            if not raw:
+                return
+            if len(raw) > MAX_LINE:
+                raise WorkloadError(str(p), n, f"line longer than {MAX_LINE:,} bytes")
+            try:
+                yield raw.removesuffix(b"\n").decode("utf-8")
+            except UnicodeDecodeError:
+                raise WorkloadError(str(p), n, "not UTF-8") from None
 
 
 def dumps(conversations: Iterable[Conversation]) -> str:

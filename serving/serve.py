@@ -33,6 +33,8 @@ class Served:
     meter: Meter
     attached: Attached
     params: EngineParams
+    #: Conversations passed over whole: their first turn does not fit ``max_model_len``.
+    passed_over: int = 0
 
     def report(self) -> dict[str, Any]:
         """The run's report keys (``docs/serving.md``), ``complete``, the live context tokens
@@ -78,4 +80,5 @@ def serve(conversations: Iterable[Conversation], runtime: str, model: ModelSpec,
     meter = Meter({c.id: c for c in convs}, max_model_len, attached, progress)
     driver = Driver(engine, params, convs, clients=clients, pool=pool, attached=attached,
                     observers=[meter], max_steps=steps)
-    return Served(driver.run(), meter, attached, params)
+    run = driver.run()
+    return Served(run, meter, attached, params, driver.clients.passed_over)

@@ -85,6 +85,6 @@ def json_value(text: str, file: str, line: int | None) -> Any:
         raise ReadError(file, line, str(e)) from None
     except json.JSONDecodeError as e:
         where = line if line is not None else e.lineno
-        raise ReadError(file, where, f"not JSON: {e.msg} (column {e.colno})") from None
+        raise ReadError(file, where, f"not JSON: {e.msg} at column {e.colno}") from None
     except (ValueError, RecursionError) as e:  # e.g. a number Python cannot hold
         raise ReadError(file, line, f"not JSON: {e}") from None

@@ -122,6 +122,7 @@ def _parse_line(tokens: list[str]) -> Instruction:
             raise FieldCountError(f"AiM {name} takes {len(fields)} field(s) ({names}), "
                              f"got {len(positional)}")
         ins = Instruction(opcode)
+        _once(tokens)
         for f, token in zip(fields, positional):
             setattr(ins, _FIELD_ATTR[f], _number(token, f.value))
         for token in extensions:
@@ -152,6 +153,7 @@ def _parse_line(tokens: list[str]) -> Instruction:
         if len(positional) != len(names):
             raise FieldCountError(f"{head} {tokens[1]} takes {len(names)} field(s) "
                              f"({', '.join(names)}), got {len(positional)}")
+        _once(tokens)
         for attr, token in zip(names, positional):
             setattr(ins, attr, _number(token, attr))
         for token in extensions:
@@ -167,6 +169,19 @@ def _parse_line(tokens: list[str]) -> Instruction:
                 raise ValueError(f"extension {key!r} is not allowed on {head} {tokens[1]}")
         return ins
     raise ValueError(f"line must start with 'AiM', 'R' or 'W', not {head!r}")
+
+
+def _once(tokens: list[str]) -> None:
+    """Raise ValueError if a ``key=`` extension appears twice among a line's ``tokens``,
+    naming the key and both fields (1-based; the last would otherwise silently win)."""
+    first: dict[str, int] = {}
+    for i, token in enumerate(tokens, start=1):
+        key, eq, _ = token.partition("=")
+        if not eq:
+            continue
+        if key in first:
+            raise ValueError(f"{key}= given twice (fields {first[key]} and {i})")
+        first[key] = i
 
 
 def validate(ins: Instruction, device: Device = DEVICE, strict: bool = False) -> str | None:

@@ -145,7 +145,8 @@ def test_write_shapes_must_match():
     shape = (c.n_layers, 2, c.heads, c.d_head)
     ok = np.zeros(shape, dtype=np.uint16)
     for bad in (ok[:1], ok[:, :, :1], ok[..., :16], ok[:, :0], ok[0]):
-        _refused(rt, ShapeError, lambda bad=bad: rt.write(1, 0, bad, bad), "must have shape")
+        _refused(rt, ShapeError, lambda bad=bad: rt.write(1, 0, bad, bad),
+                 "must have shape|write at least one token")
     _refused(rt, ShapeError, lambda: rt.write(1, 0, ok, ok[:, :1]), "must have shape")
     row = np.zeros((1, c.n_layers, c.heads, c.d_head), dtype=np.uint16)
     three = np.zeros((3, c.n_layers, c.heads, c.d_head), dtype=np.uint16)

@@ -36,6 +36,8 @@ TRACES = {
     "non-ascii-field.trace": (2, "non-ASCII character '\\xa0' (U+00A0) outside a comment"),
     "comment-hides-field.trace":
         (1, "AiM MAC_ABK takes 3 field(s) (opsize, channel_mask, row), got 2" + COMMENT),
+    "repeated-col.trace": (1, "col= given twice (fields 6 and 7)"),
+    "repeated-data.trace": (1, "data= given twice (fields 6 and 7)"),
     "no-eoc.trace": (2, "trace ends without AiM EOC"),
     "after-eoc.trace": (2, "instruction after AiM EOC (line 1)"),
 }

@@ -64,17 +64,22 @@ def test_a_turn_longer_than_max_model_len_is_passed_over(capsys):
                          "100", "--json")
     report = json.loads(out)
     assert code == 0 and report["complete"]
-    assert report["requests"] < 300
+    assert report["requests"] < 300 and report["passed_over"] > 0  # counted, and printed:
+    code, out, _ = serve(capsys, "--conversations", FILE, *SMALL[:6], "--max-model-len", "100")
+    assert f"passed over {report['passed_over']:,} conversations whose first turn" in out
+
+
+def test_serving_nothing_is_an_error(capsys):
+    # every first turn is longer than 8 tokens: the issue's exit 0 with "complete"
+    code, out, err = serve(capsys, "--conversations", FILE, "--max-model-len", "8", "--json")
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert err.startswith(f"error: {FILE}: nothing was served: all 300 conversations' first "
+                          "turns exceed --max-model-len 8")
 
 
 @pytest.mark.parametrize("args, message", [
     (["--pool", "12", "--clients", "8"], "--pool must be a positive multiple of --clients (8)"),
     (["--pool", "4", "--clients", "8"], "--pool must be a positive multiple of --clients (8)"),
-    (["--clients", "0"], "--clients must be >= 1"),
-    (["--num-blocks", "0"], "--num-blocks must be >= 2 (block 0 is vLLM's null block)"),
-    (["--num-blocks", "1"], "--num-blocks must be >= 2"),
-    (["--max-model-len", "1"], "--max-model-len must be >= 2"),
-    (["--max-batched-tokens", "0"], "--max-batched-tokens must be >= 1"),
     (["--runtime", "patton", "--num-blocks", "16"], "which the runtime cannot lay out"),
     (["--num-blocks", "4", "--steps", "100"], "the run cannot go on"),
 ])
@@ -83,6 +88,25 @@ def test_bad_parameters_exit_2_without_a_traceback(capsys, args, message):
     assert code == 2 and out == ""
     assert err.startswith("error: ") and message in err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--clients", "0"], "argument --clients: must be 1..4096, got 0"),
+    (["--clients", "1e12"], "argument --clients: "),
+    (["--pool", "1000000000000"], "argument --pool: must be 1..65536, got 1000000000000"),
+    (["--num-blocks", "1"], "argument --num-blocks: must be 2..1048576, got 1"),
+    (["--num-blocks", "1e15"], "argument --num-blocks: "),  # was a MemoryError traceback
+    (["--block-size", str(1 << 40)], "argument --block-size: must be 1..1024"),
+    (["--max-model-len", "1"], "argument --max-model-len: must be 2..1048576, got 1"),
+    (["--max-batched-tokens", "0"], "argument --max-batched-tokens: must be 1..1048576"),
+    (["--steps", "1_0"], "argument --steps: "),  # was read as 10
+    (["--steps", "0"], "argument --steps: must be 1..1000000000, got 0"),
+])
+def test_options_past_their_bounds_are_refused_by_the_parser(capsys, args, message):
+    with pytest.raises(SystemExit) as stop:
+        main(["serve", "--conversations", FILE, *args])
+    out, err = capsys.readouterr()
+    assert stop.value.code == 2 and out == "" and message in err and "Traceback" not in err
 
 
 def test_engine_vllm_without_vllm_names_the_recipe(capsys, monkeypatch):
@@ -123,8 +147,10 @@ def test_workload_sharegpt_writes_the_builders_file(tmp_path, capsys):
     assert code == 0 and "3 conversations" in printed
     assert read(out) == from_sharegpt(skip=2, count=3, max_message_tokens=32)
     assert json.loads(out.with_suffix(".meta.json").read_text())["max_message_tokens"] == 32
-    assert main(["workload", "sharegpt", "--out", str(out), "--count", "-1"]) == 2
-    assert "--count must be >= 0" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stop:
+        main(["workload", "sharegpt", "--out", str(out), "--count", "-1"])
+    assert stop.value.code == 2 and "argument --count: value '-1' is negative" in \
+        capsys.readouterr().err
 
 
 def test_patton_command_in_a_subprocess():

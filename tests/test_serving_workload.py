@@ -25,6 +25,11 @@ GOLDEN = sorted((SERVING / "golden").glob("*.json.gz"))
 
 BAD_FILES = {
     "not-json.jsonl": "2: not JSON: Expecting ',' delimiter at column 35",
+    "repeated-key.jsonl": "1: key 'id' given twice in one object",
+    "token-past-vocabulary.jsonl": "1: messages[1][0] is token id 999999999, outside the "
+                                   "Llama-3 vocabulary (0..128255)",
+    "deep-nesting.jsonl": "1: JSON nested 100,000 deep (at most 64)",
+    "long-number.jsonl": "1: an integer of 5,000 digits (at most 30)",
     "not-object.jsonl": "3: expected an object with 'id' and 'messages', got a list",
     "missing-id.jsonl": "1: missing key 'id'",
     "missing-messages.jsonl": "1: missing key 'messages'",
@@ -39,7 +44,8 @@ BAD_FILES = {
                        "and an assistant reply",
     "message-not-list.jsonl": "1: messages[1] must be a list of token ids, got an object",
     "empty-message.jsonl": "2: messages[2] is empty",
-    "negative-token.jsonl": "1: messages[1][1] is a negative token id (-4)",
+    "negative-token.jsonl": "1: messages[1][1] is token id -4, outside the Llama-3 vocabulary "
+                            "(0..128255)",
     "float-token.jsonl": "1: messages[0][1] must be an int token id, got a number",
     "bool-token.jsonl": "1: messages[0][0] must be an int token id, got a boolean",
     "string-token.jsonl": "1: messages[1][0] must be an int token id, got a string",
@@ -61,8 +67,35 @@ def test_reader_errors(name: str) -> None:
     assert err.value.line == int(BAD_FILES[name].split(":")[0])
 
 
+@pytest.mark.parametrize("text", ["", "\n\n  \n"], ids=["empty", "blank"])
+def test_a_file_without_a_conversation_is_an_error(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "none.jsonl"
+    path.write_text(text)
+    with pytest.raises(WorkloadError) as err:
+        cv.read(path)
+    assert str(err.value) == f"{path}: no conversation in the file (empty or blank)"
+
+
+def test_a_huge_file_is_read_a_line_at_a_time(tmp_path: Path) -> None:
+    """A 2 GB sparse file (its second line NUL bytes to the end): line 2 is reported at once
+    and the reader holds at most a line's limit, not the file."""
+    import tracemalloc
+
+    path = tmp_path / "sparse.jsonl"
+    with open(path, "wb") as f:
+        f.write(b'{"id": "a", "messages": [[1], [2]]}\n')
+        f.truncate(2 << 30)
+    tracemalloc.start()
+    with pytest.raises(WorkloadError) as err:
+        cv.read(path)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert str(err.value) == f"{path}:2: line longer than {cv.MAX_LINE:,} bytes"
+    assert peak < 3 * cv.MAX_LINE
+
+
 def test_missing_file_is_a_workload_error(tmp_path: Path) -> None:
-    with pytest.raises(WorkloadError, match=r"nope\.jsonl:0: cannot read"):
+    with pytest.raises(WorkloadError, match=r"nope\.jsonl: cannot read"):
         cv.read(tmp_path / "nope.jsonl")
 
 

@@ -19,6 +19,7 @@ import json
 import sys
 import time
 
+from patton.cli.options import BLOCKS, CLIENTS, MODEL_LEN, POOL, STEPS, TOKENS
 from patton.eval.cost import PARTS, measure, reference
 from patton.eval.gpu_calibration import GPU_MODELS
 from patton.runtime.models import MODELS
@@ -42,20 +43,20 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                         "(default llama3-8b)")
     p.add_argument("--runtime", default="patton",
                    help="PIM runtime: PATTON, an ablation or a baseline (default patton)")
-    p.add_argument("--steps", type=int, default=300, help="scheduler steps (default 300)")
-    p.add_argument("--clients", type=int, default=32, help="closed-loop clients (default 32)")
-    p.add_argument("--pool", type=int, default=64,
+    p.add_argument("--steps", type=STEPS, default=300, help="scheduler steps (default 300)")
+    p.add_argument("--clients", type=CLIENTS, default=32, help="closed-loop clients (default 32)")
+    p.add_argument("--pool", type=POOL, default=64,
                    help="live conversations, a multiple of --clients (default 64)")
     p.add_argument("--conversations", default=None, metavar="FILE.jsonl",
                    help="a conversation file (default: the first 300 ShareGPT conversations)")
     p.add_argument("--frontend", default="shared", choices=list(FRONTENDS),
                    help="the cycle model's front end (default shared: the public simulator's "
                         "one decoder)")
-    p.add_argument("--max-model-len", type=int, default=2048,
+    p.add_argument("--max-model-len", type=MODEL_LEN, default=2048,
                    help="longest request in tokens (default 2048)")
-    p.add_argument("--max-batched-tokens", type=int, default=2048,
+    p.add_argument("--max-batched-tokens", type=TOKENS, default=2048,
                    help="tokens scheduled per step at most (default 2048)")
-    p.add_argument("--num-blocks", type=int, default=None,
+    p.add_argument("--num-blocks", type=BLOCKS, default=None,
                    help="KV memory in blocks (default: the 16 GiB AiM device)")
     p.add_argument("--timing", default=DEFAULT_PROFILE, choices=list(PROFILES),
                    help=f"the cycle model's timing profile (default {DEFAULT_PROFILE})")

@@ -20,7 +20,8 @@ from patton.sim.textfile import decimal
 from patton.sim.timing import DEFAULT_PROFILE, PROFILES
 from patton.sim.trace import TraceNote
 
-__all__ = ["integer", "fraction", "SEED", "add_timing_option", "add_strict_option",
+__all__ = ["integer", "fraction", "SEED", "CLIENTS", "POOL", "BLOCKS", "BLOCK_SIZE", "MODEL_LEN",
+           "TOKENS", "STEPS", "COUNT", "SKIP", "add_timing_option", "add_strict_option",
            "read_trace", "SHOW_NOTES"]
 
 
@@ -58,6 +59,28 @@ fraction.__name__ = "share 0..1"
 
 #: A seed: any decimal integer from 0 (NumPy's generators refuse negative seeds).
 SEED = integer(0)
+
+# The serving options' bounds: what the embedded engine's Python structures can hold on a
+# machine of a few GiB (a block costs a few hundred bytes of pool state; a client or a live
+# conversation some kilobytes), far above any configuration the paper or vLLM uses. A value
+# past them is refused by the parser, naming the option, before anything is allocated.
+#: Closed-loop clients (``--clients``) and running requests (``--max-num-seqs``).
+CLIENTS = integer(1, 4096)
+#: Live conversations (``--pool``).
+POOL = integer(1, 65_536)
+#: KV blocks (``--num-blocks``, the null block included: at least 2).
+BLOCKS = integer(2, 1 << 20)
+#: Tokens per KV block (``--block-size``).
+BLOCK_SIZE = integer(1, 1024)
+#: Tokens: ``--max-model-len`` (at least 2: a prompt token and an output),
+#: ``--max-batched-tokens``, ``--max-message-tokens``.
+MODEL_LEN = integer(2, 1 << 20)
+TOKENS = integer(1, 1 << 20)
+#: Scheduler steps of a serving run.
+STEPS = integer(1, 10**9)
+#: Conversations of a workload file (``--count``; ``--skip`` from 0).
+COUNT = integer(1, 10**7)
+SKIP = integer(0, 10**7)
 
 
 def add_timing_option(sub: argparse.ArgumentParser) -> None:

@@ -28,6 +28,17 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from patton.cli.options import (
+    BLOCK_SIZE,
+    BLOCKS,
+    CLIENTS,
+    COUNT,
+    MODEL_LEN,
+    POOL,
+    SKIP,
+    STEPS,
+    TOKENS,
+)
 from patton.runtime.models import MODELS
 from patton.serving.capacity import RUNTIMES, max_context
 from patton.serving.clients import ClientError
@@ -55,11 +66,11 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
                          description="Build a conversation file (and its .meta.json) from "
                                      "the ShareGPT wheel, tokenised with Llama-3's BPE.")
     sg.add_argument("--out", required=True, metavar="FILE.jsonl", help="conversation file")
-    sg.add_argument("--skip", type=int, default=0, metavar="N",
+    sg.add_argument("--skip", type=SKIP, default=0, metavar="N",
                     help="kept conversations to pass over first (default 0)")
-    sg.add_argument("--count", type=int, default=None, metavar="N",
+    sg.add_argument("--count", type=COUNT, default=None, metavar="N",
                     help="conversations to write (default: all)")
-    sg.add_argument("--max-message-tokens", type=int, default=None, metavar="N",
+    sg.add_argument("--max-message-tokens", type=TOKENS, default=None, metavar="N",
                     help="truncate every message to its first N tokens (default: whole)")
     sg.set_defaults(func=workload)
 
@@ -76,23 +87,23 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
                     help="KV-cache runtime (default gpu: vLLM's own cache)")
     sv.add_argument("--model", choices=sorted(MODELS), default="llama3-8b",
                     help="model whose KV geometry the runtime lays out (default llama3-8b)")
-    sv.add_argument("--clients", type=int, default=32, metavar="C", help="(default 32)")
-    sv.add_argument("--pool", type=int, default=64, metavar="P",
+    sv.add_argument("--clients", type=CLIENTS, default=32, metavar="C", help="(default 32)")
+    sv.add_argument("--pool", type=POOL, default=64, metavar="P",
                     help="live conversations, a multiple of C (default 64)")
-    sv.add_argument("--num-blocks", type=int, default=None, metavar="N",
+    sv.add_argument("--num-blocks", type=BLOCKS, default=None, metavar="N",
                     help="KV memory in blocks, null block included (default: the 16 GiB AiM "
                          "device: 8192 for llama3-8b)")
-    sv.add_argument("--block-size", type=int, default=None,
+    sv.add_argument("--block-size", type=BLOCK_SIZE, default=None,
                     help="tokens per KV block (default: the runtime's; 16, vLLM's, for all but "
                          "blockpim's row-bound 128)")
-    sv.add_argument("--max-num-seqs", type=int, default=None, metavar="S",
+    sv.add_argument("--max-num-seqs", type=CLIENTS, default=None, metavar="S",
                     help="running requests at most (default: C)")
-    sv.add_argument("--max-batched-tokens", type=int, default=2048, metavar="B",
+    sv.add_argument("--max-batched-tokens", type=TOKENS, default=2048, metavar="B",
                     help="tokens scheduled per step at most (vLLM's max_num_batched_tokens; "
                          "default 2048)")
-    sv.add_argument("--max-model-len", type=int, default=8192, metavar="L",
+    sv.add_argument("--max-model-len", type=MODEL_LEN, default=8192, metavar="L",
                     help="longest request in tokens (vLLM's max_model_len; default 8192)")
-    sv.add_argument("--steps", type=int, default=None, metavar="N",
+    sv.add_argument("--steps", type=STEPS, default=None, metavar="N",
                     help="stop after N scheduler steps (default: until the file is served)")
     sv.add_argument("--json", action="store_true", help="print one JSON object")
     sv.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
@@ -196,10 +207,15 @@ def serve(args: argparse.Namespace) -> int:
     seconds = time.perf_counter() - t
     params = served.params
     report = served.report()
+    if report["requests"] == 0:  # nothing silently empty (docs/reliability.md)
+        why = (f"all {served.passed_over:,} conversations' first turns exceed --max-model-len "
+               f"{args.max_model_len}" if served.passed_over else "no request was sent")
+        return _error(f"{args.conversations}: nothing was served: {why}")
     out: dict[str, Any] = {k: report[k] for k in ("steps", "requests", "prompt_tokens",
                                                   "cached_tokens", "hit_rate", "preemptions",
                                                   "recomputed_tokens", "complete",
                                                   "live_context_tokens")}
+    out["passed_over"] = served.passed_over
     out["runtime"] = args.runtime
     out["engine"] = args.engine
     out.update({k: report[k] for k in ("capacity", "usage", "refusals",
@@ -233,6 +249,9 @@ def _print(out: dict[str, Any]) -> None:
           f"blocks")
     print(f"served      {out['requests']} requests in {out['steps']} steps "
           f"({'complete' if out['complete'] else 'step limit'}), {out['wall_seconds']} s")
+    if out["passed_over"]:
+        print(f"passed over {out['passed_over']:,} conversations whose first turn exceeds "
+              f"--max-model-len {p['max_model_len']}")
     print(f"hit rate    {out['hit_rate']:.4f} ({out['cached_tokens']:,} of "
           f"{out['prompt_tokens']:,} prompt tokens cached)")
     print(f"recomputed  {out['recomputed_tokens']:,} tokens; {out['preemptions']} preemptions")

@@ -25,6 +25,7 @@ from patton.runtime.errors import (
     DuplicateBlock,
     UnknownBlock,
     UnknownRequest,
+    ident,
 )
 from patton.runtime.inputs import bf16_bits, check_layer, check_shape
 from patton.runtime.patton.writes import WriteProgram, Writes
@@ -153,6 +154,7 @@ class PlacedRuntime:
 
     def allocate(self, request: int, block_id: int) -> Place:
         """Bind a new empty block to ``request`` and append it to its table."""
+        request, block_id = ident(request, "request id"), ident(block_id, "block id")
         if block_id in self.blocks:
             raise DuplicateBlock(f"block {block_id} is already bound")
         table = self.requests.get(request, [])

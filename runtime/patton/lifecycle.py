@@ -24,7 +24,7 @@ from patton.runtime.errors import (
     BlockStateError,
     DoubleFree,
     DuplicateBlock,
-    UnknownBlock,
+    ident,
 )
 from patton.runtime.inputs import bf16_bits, check_layer, check_shape
 from patton.runtime.patton import invariants
@@ -142,8 +142,7 @@ class Runtime:
             DuplicateBlock: ``block_id`` is still bound.
             CapacityError: no O2K/O2V is free.
         """
-        if not isinstance(block_id, int) or block_id < 0:
-            raise UnknownBlock(f"block id {block_id!r} is not a non-negative integer")
+        request, block_id = ident(request, "request id"), ident(block_id, "block id")
         if block_id in self.blocks:
             raise DuplicateBlock(f"block {block_id} is bound (evict it first)")
         c = self.config

@@ -150,7 +150,10 @@ class Writer:
         c = self.config
         n = keys.shape[1] if keys.ndim == 4 else -1
         shape = (c.n_layers, n, c.heads, c.d_head)
-        if n <= 0 or keys.shape != shape or values.shape != shape:
+        if n == 0:
+            raise ShapeError(f"a write of 0 tokens into block {block_id}: write at least one "
+                             f"token (keys/values of shape (layers, n >= 1, heads, d_head))")
+        if n < 0 or keys.shape != shape or values.shape != shape:
             raise ShapeError(f"keys/values of block {block_id} must have shape (layers, "
                              f"n >= 1, heads, d_head) = {shape}, got {keys.shape} and "
                              f"{values.shape}")
