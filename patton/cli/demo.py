@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from patton.cli.options import integer
+from patton.cli.options import check_folder, integer
 from patton.serving import conversations as cv
 from patton.serving.chat import DEMO_CONVERSATIONS, PHASES, Chat, ChatReport, ChatSetup, ChatStep
 from patton.serving.chat_plot import plot
@@ -78,11 +78,16 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the demo; return 0 when every check of every step passed."""
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        return _error(args, f"--out {out}: exists and is not a folder")
     if args.waves is not None and args.device != "rtl":
         return _error(args, "--waves needs --device rtl")
+    if args.fault is not None and args.steps is not None and args.fault_step >= args.steps:
+        return _error(args, f"--fault-step {args.fault_step} is past the run's last step "
+                            f"({args.steps - 1} with --steps {args.steps}): the fault would "
+                            "never be injected")
+    try:
+        out = check_folder(args.out, "--out")
+    except ValueError as e:
+        return _error(args, str(e))
     try:
         conversations = cv.read(args.conversations)
     except cv.WorkloadError as e:
@@ -116,6 +121,10 @@ def run(args: argparse.Namespace) -> int:
     png = plot(report, out / "cycles.png")
     if faults is not None:
         figures["fault"] = faults.hit
+        if faults.hit is None:  # a check of the checks that did not run is no PASS
+            return _error(args, f"--fault {args.fault} was never injected: the run ended "
+                                f"after {len(report.steps)} steps, before --fault-step "
+                                f"{args.fault_step}")
     _summary(report, figures, wall, table, out, png)
     if args.json:
         figures.pop("per_step")

@@ -15,7 +15,7 @@ import argparse
 import json
 import sys
 
-from patton.cli.options import integer
+from patton.cli.options import check_folder, integer
 
 __all__ = ["add_parser"]
 
@@ -54,6 +54,7 @@ def _verilog(args: argparse.Namespace) -> int:
     )
 
     try:
+        check_folder(args.out, "--out")
         paths = emit_verilog(args.out, rows=args.rows)
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)

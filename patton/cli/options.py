@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 from collections.abc import Callable
+from pathlib import Path
 
 from patton.sim import trace
 from patton.sim.program import Program
@@ -20,7 +22,7 @@ from patton.sim.textfile import decimal
 from patton.sim.timing import DEFAULT_PROFILE, PROFILES
 from patton.sim.trace import TraceNote
 
-__all__ = ["integer", "fraction", "SEED", "CLIENTS", "POOL", "BLOCKS", "BLOCK_SIZE", "MODEL_LEN",
+__all__ = ["check_folder", "integer", "fraction", "SEED", "CLIENTS", "POOL", "BLOCKS", "BLOCK_SIZE", "MODEL_LEN",
            "TOKENS", "STEPS", "COUNT", "SKIP", "add_timing_option", "add_strict_option",
            "read_trace", "SHOW_NOTES"]
 
@@ -124,3 +126,23 @@ def read_trace(path: str, strict: bool, quiet: bool = False) -> tuple[Program, l
             print(f"warning: ... {len(notes) - SHOW_NOTES} more such lines (--json lists "
                   "every one)", file=sys.stderr)
     return program, [str(n) for n in notes]
+
+
+def check_folder(folder: str | Path, option: str) -> Path:
+    """Make sure ``folder`` (an output option's value) is a folder this process can write
+    into, creating it if missing; return it. Commands call it before any work starts.
+
+    Raises:
+        ValueError: ``"<option> <folder>: exists and is not a folder"`` or ``"... cannot
+            write there: <reason>"``.
+    """
+    out = Path(folder)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"{option} {out}: exists and is not a folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out, prefix=".probe-", delete=True):
+            pass
+    except OSError as e:
+        raise ValueError(f"{option} {out}: cannot write there: {e.strerror or e}") from None
+    return out

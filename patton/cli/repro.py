@@ -28,13 +28,12 @@ import importlib.util
 import json
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from patton.cli import interrupt
-from patton.cli.options import integer
+from patton.cli.options import check_folder, integer
 from patton.eval.assumptions import AXES, PAPER, parse
 from patton.eval.figures import FIGURES, NAMES
 from patton.eval.paper import MODELS as MODEL_NAMES
@@ -109,14 +108,10 @@ def _error(message: str) -> int:
 
 def check_out(out: Path) -> None:
     """Raise UsageError unless ``out`` is (or can be made) a folder we can write into."""
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out}: exists and is not a folder")
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=out, prefix=".repro-", delete=True):
-            pass
-    except OSError as e:
-        raise UsageError(f"--out {out}: cannot write there: {e.strerror or e}") from None
+        check_folder(out, "--out")
+    except ValueError as e:
+        raise UsageError(str(e)) from None
 
 
 def figures_of(figure: str) -> tuple[str, ...]:

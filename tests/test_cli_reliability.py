@@ -1,0 +1,36 @@
+"""Commands refuse what they cannot do before any work starts, naming the option: an output
+path that is a file or cannot be written, a fault that could never be injected. Exit status 2,
+``error: ...`` on stderr, no traceback, nothing written."""
+
+from __future__ import annotations
+
+import pytest
+
+from patton.cli import main
+
+
+@pytest.mark.parametrize("argv", [
+    ["hw", "verilog", "--out", "{file}"],
+    ["hw", "verilog", "--out", "{file}/sub"],
+    ["demo", "--device", "model", "--out", "{file}"],
+    ["repro", "micro", "--out", "{file}"],
+])
+def test_an_output_folder_that_is_a_file_is_refused_first(tmp_path, capsys, argv):
+    file = tmp_path / "taken"
+    file.write_text("keep me\n")
+    code = main([a.format(file=file) for a in argv])
+    out, err = capsys.readouterr()
+    assert code == 2 and "Traceback" not in err
+    assert err.startswith(f"error: --out {file}") and (
+        "exists and is not a folder" in err or "cannot write there" in err)
+    assert file.read_text() == "keep me\n" and sorted(tmp_path.iterdir()) == [file]
+
+
+def test_a_fault_past_the_last_step_is_refused_before_the_run(tmp_path, capsys):
+    code = main(["demo", "--device", "model", "--fault", "kv-column", "--fault-step", "99999",
+                 "--steps", "3", "--out", str(tmp_path / "o")])
+    out, err = capsys.readouterr()
+    assert code == 2 and "PASS" not in out and "Traceback" not in err
+    assert "error: --fault-step 99999 is past the run's last step (2 with --steps 3): the " \
+           "fault would never be injected" in err
+    assert not (tmp_path / "o").exists()
