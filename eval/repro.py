@@ -24,8 +24,7 @@ from patton.eval.report import markdown
 from patton.eval.runner import execute, unique
 from patton.eval.store import Store
 from patton.eval.tasks import Task, TaskError, failed_checks
-
-from patton.files import write_atomic
+from patton.sim.textfile import write_atomic
 
 __all__ = ["DEFAULT_WORKERS", "reproduce", "write"]
 

@@ -17,7 +17,7 @@ A stored result is taken only when everything about it checks (:meth:`Store.look
 * its own checks passed (:func:`failed_checks`: no verify violation, no attention mismatch).
 
 Anything else is a :class:`Lookup` with a ``reason``: the caller runs the task again and says
-why. Writes are whole or absent (:func:`patton.files.write_atomic`), and :meth:`Store.lock`
+why. Writes are whole or absent (:func:`patton.sim.textfile.write_atomic`), and :meth:`Store.lock`
 keeps a second run off a folder in use.
 """
 
@@ -36,9 +36,7 @@ from typing import Any
 
 from patton.eval.tasks import Task, TaskError, describe, failed_checks
 from patton.sim.jsontext import json_value
-from patton.sim.textfile import ReadError
-
-from patton.files import write_atomic
+from patton.sim.textfile import ReadError, write_atomic
 
 __all__ = ["FORMAT", "Lookup", "Store", "StoreBusy", "StoreError", "digest", "fingerprint"]
 

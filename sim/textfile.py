@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 from pathlib import Path
 
 __all__ = ["ReadError", "FieldCountError", "COMMENT_NOTE", "number", "decimal", "decode",
-           "read_lines", "write_text", "content", "strip_comment"]
+           "read_lines", "write_text", "write_atomic", "content", "strip_comment"]
 
 _DECIMAL = re.compile(r"0|[1-9][0-9]*")
 _NUMBER = re.compile(r"0|[1-9][0-9]*|0[xX][0-9a-fA-F]+")
@@ -180,13 +181,44 @@ def read_lines(path: str | os.PathLike[str], error: type[ReadError], what: str) 
 
 def write_text(path: str | os.PathLike[str], text: str, error: type[ReadError],
                what: str) -> None:
-    """Write ``text`` to ``path`` (UTF-8).
+    """Write ``text`` to ``path`` (UTF-8; whole or not at all, :func:`write_atomic`).
 
     Raises:
         error: the path cannot be written (``file: cannot write <what>: <reason>``).
     """
     try:
-        Path(path).write_text(text, encoding="utf-8")
+        write_atomic(path, text)
     except OSError as failure:
         raise error(os.fspath(path), None,
                     f"cannot write {what}: {failure.strerror or failure}") from None
+
+
+def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> Path:
+    """Write ``data`` (``str``: as UTF-8) to ``path`` whole or not at all; return the path.
+
+    The one way the project writes a result file: the bytes go to a temporary file in the
+    same folder, which is fsynced and renamed over ``path``, and the folder is fsynced so the
+    rename itself survives a crash. A run interrupted, killed or losing its machine mid-write
+    leaves the old file or the new one, never a part.
+
+    Raises:
+        OSError: the folder cannot be written (no temporary file is left behind).
+    """
+    target = Path(path)
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(payload)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    folder = os.open(target.parent, os.O_RDONLY)
+    try:
+        os.fsync(folder)
+    finally:
+        os.close(folder)
+    return target

@@ -1,3 +1,4 @@
+# ruff: noqa: F811 - test_repro's fake_run_cost fixture is imported and used by name
 """Stored task results that cannot lie (``patton.eval.store``): a result is taken back only as
 it was written, by the same code, for the same task, with its checks passed; the rest runs
 again with a line saying why. One run at a time per folder; files whole or absent.
@@ -22,10 +23,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from patton.eval import runner, tasks
-from patton.eval.repro import reproduce
 from patton.eval.store import FORMAT, Store, StoreBusy, digest
-from patton.eval.tasks import CostTask, TaskError
-from patton.files import write_atomic
+from patton.eval.tasks import CostTask
+from patton.sim.textfile import write_atomic
 from test_repro import SMALL, fake_run_cost  # noqa: F401 - the fixture, used by name
 
 from patton.cli import main

@@ -7,7 +7,7 @@ import io
 from pathlib import Path
 from typing import Any
 
-from patton.files import write_atomic
+from patton.sim.textfile import write_atomic
 
 __all__ = ["COLOURS", "LABELS", "NAMES", "COMPONENT_COLOURS", "COMPONENT_LABELS", "PAPER_MARK",
            "figure", "stacked", "headroom", "parts", "inverse", "times", "save"]

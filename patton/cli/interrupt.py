@@ -3,7 +3,7 @@
 :func:`handling` wraps a whole command. SIGTERM takes the path of SIGINT (Python's
 ``KeyboardInterrupt``), so both stop the command the same way: the code that runs unwinds
 (worker pools stop their processes, files being written are written whole or not at all,
-``patton.files.write_atomic``), then one line goes to stderr,
+``patton.sim.textfile.write_atomic``), then one line goes to stderr,
 
     interrupted: <what was kept>; <how to continue>
 
