@@ -17,8 +17,8 @@ A stored result is taken only when everything about it checks (:meth:`Store.look
 * its own checks passed (:func:`failed_checks`: no verify violation, no attention mismatch).
 
 Anything else is a :class:`Lookup` with a ``reason``: the caller runs the task again and says
-why. Writes are whole or absent (:func:`patton.sim.textfile.write_atomic`), and :meth:`Store.lock`
-keeps a second run off a folder in use.
+why. Writes are whole or absent (:func:`patton.sim.textfile.write_atomic`), and
+:meth:`Store.lock` keeps a second run off a folder in use.
 """
 
 from __future__ import annotations

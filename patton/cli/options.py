@@ -22,9 +22,9 @@ from patton.sim.textfile import decimal
 from patton.sim.timing import DEFAULT_PROFILE, PROFILES
 from patton.sim.trace import TraceNote
 
-__all__ = ["check_folder", "integer", "fraction", "SEED", "CLIENTS", "POOL", "BLOCKS", "BLOCK_SIZE", "MODEL_LEN",
-           "TOKENS", "STEPS", "COUNT", "SKIP", "add_timing_option", "add_strict_option",
-           "read_trace", "SHOW_NOTES"]
+__all__ = ["check_folder", "integer", "fraction", "SEED", "CLIENTS", "POOL", "BLOCKS",
+           "BLOCK_SIZE", "MODEL_LEN", "TOKENS", "STEPS", "COUNT", "SKIP", "add_timing_option",
+           "add_strict_option", "read_trace", "SHOW_NOTES"]
 
 
 def integer(low: int, high: int | None = None) -> Callable[[str], int]:

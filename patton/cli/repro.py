@@ -18,7 +18,8 @@
 
 Bad options, an unwritable ``--out`` and an ``--out`` another run is using are reported as
 ``error: ...`` on stderr with exit status 2 before anything runs; a task that fails, or whose
-checks fail, ends the run with exit status 1 and its name (``docs/evaluation.md``). :func:`add_parser` registers the verb on the ``patton`` sub-parsers.
+checks fail, ends the run with exit status 1 and its name (``docs/evaluation.md``).
+:func:`add_parser` registers the verb on the ``patton`` sub-parsers.
 """
 
 from __future__ import annotations
