@@ -13,13 +13,13 @@ A reference may also be the public simulator's own output for one trace: the sta
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from pathlib import Path
 from typing import Any
 
 from patton.sim.cycle_model import RunResult
+from patton.sim.jsontext import MAX_DIGITS, json_value
 from patton.sim.textfile import ReadError
 
 __all__ = ["ReferenceFileError", "FIELDS", "read", "statistics", "differences"]
@@ -41,9 +41,9 @@ def read(path: str, trace_path: str) -> dict | None:
     if Path(name).suffix in (".yaml", ".yml"):
         return statistics(text, name)
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise ReferenceFileError(name, error.lineno, f"not JSON: {error.msg}") from None
+        data = json_value(text, name, None)
+    except ReadError as error:
+        raise ReferenceFileError(name, error.line, error.reason) from None
     if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
         raise ReferenceFileError(name, None, "a reference is a JSON object keyed by trace name, "
                                          "each entry an object")
@@ -88,6 +88,7 @@ def statistics(text: str, name: str = "<statistics>") -> dict:
     cycles: int | None = None
     counts: dict[str, dict[str, int]] = {}
     states: dict[str, dict[str, int]] = {}
+    first: dict[str, int] = {}  # statistic -> its line
     for line, raw in enumerate(text.splitlines(), start=1):
         found = _STAT.match(raw)
         if found is None:
@@ -99,17 +100,22 @@ def statistics(text: str, name: str = "<statistics>") -> dict:
         if not value.isdigit() or not value.isascii():
             raise ReferenceFileError(name, line, f"{key}: {value!r} is not a non-negative "
                                                  "integer")
+        if len(value) > MAX_DIGITS:
+            raise ReferenceFileError(name, line, f"{key}: an integer of {len(value):,} digits "
+                                                 f"(at most {MAX_DIGITS})")
+        if key in first:
+            raise ReferenceFileError(name, line, f"{key} given twice (lines {first[key]} and "
+                                                 f"{line})")
+        first[key] = line
         number = int(value)
         if key == "memory_system_cycles":
-            if cycles is not None:
-                raise ReferenceFileError(name, line, "memory_system_cycles given twice")
             cycles = number
             continue
         match = count or state
         assert match is not None
         table = counts if count else states
         entry = table.setdefault(str(int(match.group(1))), {})
-        if match.group(2) in entry:
+        if match.group(2) in entry:  # the same statistic spelled differently (CH01, CH1)
             raise ReferenceFileError(name, line, f"{key} given twice")
         entry[match.group(2)] = number
     if cycles is None:

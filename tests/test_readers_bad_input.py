@@ -72,7 +72,8 @@ SCHEDULES = {
 
 #: ``patton aim run --reference`` files (``tests/data/bad/reference/``) -> (line, reason)
 REFERENCES = {
-    "not-json.json": (2, "not JSON: Expecting property name enclosed in double quotes"),
+    "not-json.json": (2, "not JSON: Expecting property name enclosed in double quotes at "
+                         "column 30"),
     "not-an-object.json":
         (None, "a reference is a JSON object keyed by trace name, each entry an object"),
     "unknown-field.json":
@@ -83,7 +84,9 @@ REFERENCES = {
     "no-cycles.yaml": (None, "no memory_system_cycles: not the public simulator's statistics "
                              "output"),
     "negative-count.yaml": (3, "CH0_num_ACT_commands: '-3' is not a non-negative integer"),
-    "twice.yaml": (4, "CH0_idle_cycles given twice"),
+    "twice.yaml": (4, "CH0_idle_cycles given twice (lines 3 and 4)"),
+    "repeated-key.json": (None, "key 'probe_misc' given twice in one object"),
+    "long-number.yaml": (2, "memory_system_cycles: an integer of 5,000 digits (at most 30)"),
 }
 
 
