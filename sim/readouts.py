@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 from patton.sim.program import Readout
 from patton.sim.schedule import check_writable
-from patton.sim.textfile import ReadError
+from patton.sim.textfile import ReadError, atomic_sink, write_atomic
 
 __all__ = ["FORMATS", "ReadoutsError", "check", "write", "to_json", "to_array"]
 
@@ -96,13 +96,11 @@ def write(path: str | os.PathLike[str], readouts: Sequence[Readout], trace: str,
     name = os.fspath(path)
     try:
         if Path(name).suffix.lower() == ".npy":
-            with open(name, "wb") as sink:
+            with atomic_sink(name) as sink:
                 np.save(sink, to_array(readouts), allow_pickle=False)
         else:
-            with open(name, "w", encoding="utf-8") as sink:
-                json.dump({"trace": trace, "source": source, "readouts": to_json(readouts)},
-                          sink)
-                sink.write("\n")
+            write_atomic(name, json.dumps({"trace": trace, "source": source,
+                                           "readouts": to_json(readouts)}) + "\n")
     except OSError as failure:
         raise ReadoutsError(name, None,
                             f"cannot write read-outs: {failure.strerror or failure}") from None

@@ -58,6 +58,7 @@ from patton.sim.textfile import (
     COMMENT_NOTE,
     FieldCountError,
     ReadError,
+    atomic_sink,
     content,
     decimal,
     number,
@@ -484,7 +485,7 @@ def write(path: str | os.PathLike[str], schedule: Iterable[TimedCommand]) -> Non
         ScheduleError: ``file: cannot write schedule: <reason>`` (``line`` None).
     """
     try:
-        with open(path, "wb") as sink:
+        with atomic_sink(path) as sink:  # whole or absent, interrupted or not
             for text in _blocks(schedule):
                 sink.write(text.encode("ascii"))
     except OSError as failure:

@@ -21,13 +21,16 @@ The trace reader (:mod:`patton.sim.trace`) and the schedule reader
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 __all__ = ["ReadError", "FieldCountError", "COMMENT_NOTE", "number", "decimal", "decode",
-           "read_lines", "write_text", "write_atomic", "content", "strip_comment"]
+           "read_lines", "write_text", "write_atomic", "atomic_sink", "content", "strip_comment"]
 
 _DECIMAL = re.compile(r"0|[1-9][0-9]*")
 _NUMBER = re.compile(r"0|[1-9][0-9]*|0[xX][0-9a-fA-F]+")
@@ -193,23 +196,25 @@ def write_text(path: str | os.PathLike[str], text: str, error: type[ReadError],
                     f"cannot write {what}: {failure.strerror or failure}") from None
 
 
-def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> Path:
-    """Write ``data`` (``str``: as UTF-8) to ``path`` whole or not at all; return the path.
+@contextlib.contextmanager
+def atomic_sink(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
+    """Yield a binary file whose bytes replace ``path`` whole when the block ends normally,
+    and vanish if it raises (or the process is interrupted): the one way the project writes
+    a result file, streamed or not.
 
-    The one way the project writes a result file: the bytes go to a temporary file in the
-    same folder, which is fsynced and renamed over ``path``, and the folder is fsynced so the
-    rename itself survives a crash. A run interrupted, killed or losing its machine mid-write
-    leaves the old file or the new one, never a part.
+    The bytes go to a temporary file in ``path``'s folder, which is fsynced and renamed over
+    ``path``; the folder is then fsynced so the rename itself survives a crash. A run
+    interrupted, killed or losing its machine mid-write leaves the old file or the new one,
+    never a part.
 
     Raises:
         OSError: the folder cannot be written (no temporary file is left behind).
     """
     target = Path(path)
-    payload = data.encode("utf-8") if isinstance(data, str) else data
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}-", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(payload)
+            yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, target)
@@ -221,4 +226,15 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> Path:
         os.fsync(folder)
     finally:
         os.close(folder)
-    return target
+
+
+def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> Path:
+    """Write ``data`` (``str``: as UTF-8) to ``path`` whole or not at all (:func:`atomic_sink`);
+    return the path.
+
+    Raises:
+        OSError: the folder cannot be written (no temporary file is left behind).
+    """
+    with atomic_sink(path) as sink:
+        sink.write(data.encode("utf-8") if isinstance(data, str) else data)
+    return Path(path)
