@@ -7,6 +7,8 @@ mutation.
 
 from __future__ import annotations
 
+import numbers
+
 __all__ = [
     "PattonError", "ConfigError", "UnknownBlock", "UnknownRequest", "DuplicateBlock",
     "DoubleFree", "ReadOnlyBlock", "OffsetError", "CapacityError", "BlockStateError",
@@ -82,8 +84,6 @@ def ident(value: object, what: str) -> int:
         IdError: ``value`` is a ``bool``, not an integer, or negative; the message names
             ``what`` ("block id", "request id"), the value and its type.
     """
-    import numbers
-
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise IdError(f"{what} {value!r} is a {type(value).__name__}; ids are non-negative "
                       "integers (int or a NumPy integer; bool is refused)")

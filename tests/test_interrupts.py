@@ -59,3 +59,17 @@ def test_a_command_stops_cleanly(tmp_path, name, sig):
     if out is not None:
         assert not target.exists()
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_the_handlers_are_given_back_after_an_interrupt(capsys):
+    """In one process (a test, a notebook): the report and 130, then ^C and SIGTERM act as
+    before again (a second ^C is ignored only while the command unwinds)."""
+    from patton.cli import interrupt
+
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    with interrupt.handling() as status:
+        interrupt.keep(lambda: "kept 2 things; run it again")
+        raise KeyboardInterrupt
+    assert status == [interrupt.EXIT] == [130]
+    assert capsys.readouterr().err == "interrupted: kept 2 things; run it again\n"
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before

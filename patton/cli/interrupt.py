@@ -46,7 +46,7 @@ def handling() -> Iterator[list[int]]:
     otherwise)."""
     status: list[int] = []
     _kept.clear()
-    previous = signal.signal(signal.SIGTERM, _terminate)
+    previous = signal.signal(signal.SIGTERM, _terminate), signal.getsignal(signal.SIGINT)
     try:
         yield status
     except KeyboardInterrupt:
@@ -59,6 +59,7 @@ def handling() -> Iterator[list[int]]:
         with contextlib.suppress(OSError, ValueError):
             print(f"interrupted: {said}", file=sys.stderr, flush=True)
         status.append(EXIT)
-    finally:
+    finally:  # a caller in the same process (a test, a notebook) gets its handlers back
         _kept.clear()
-        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGTERM, previous[0])
+        signal.signal(signal.SIGINT, previous[1])

@@ -120,11 +120,6 @@ def workload(args: argparse.Namespace) -> int:
     """``patton workload sharegpt``: write the file; print where and what."""
     from patton.serving.conversations import write_sharegpt
 
-    for name in ("skip", "count", "max_message_tokens"):
-        v = getattr(args, name)
-        if v is not None and v < (0 if name != "max_message_tokens" else 1):
-            return _error(f"--{name.replace('_', '-')} must be >= "
-                          f"{0 if name != 'max_message_tokens' else 1}, got {v}")
     try:
         path = write_sharegpt(args.out, skip=args.skip, count=args.count,
                               max_message_tokens=args.max_message_tokens)
@@ -138,23 +133,11 @@ def workload(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> None:
-    """Raise UsageError for inconsistent parameters."""
-    if args.clients < 1:
-        raise UsageError(f"--clients must be >= 1, got {args.clients}")
-    if args.pool < args.clients or args.pool % args.clients:
+    """Raise UsageError for parameters inconsistent with each other (each one's own bounds
+    are the parser's: ``patton.cli.options``)."""
+    if args.pool % args.clients:
         raise UsageError(f"--pool must be a positive multiple of --clients ({args.clients}), "
                          f"got {args.pool}")
-    if args.num_blocks is not None and args.num_blocks < 2:
-        raise UsageError(f"--num-blocks must be >= 2 (block 0 is vLLM's null block), got "
-                         f"{args.num_blocks}")
-    for name in ("block_size", "max_num_seqs", "max_batched_tokens"):
-        v = getattr(args, name)
-        if v is not None and v < 1:
-            raise UsageError(f"--{name.replace('_', '-')} must be >= 1, got {v}")
-    if args.max_model_len < 2:
-        raise UsageError(f"--max-model-len must be >= 2, got {args.max_model_len}")
-    if args.steps is not None and args.steps < 0:
-        raise UsageError(f"--steps must be >= 0, got {args.steps}")
 
 
 def _bar(args: argparse.Namespace) -> Any:
