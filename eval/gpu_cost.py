@@ -590,11 +590,11 @@ def csv_table(path: str | os.PathLike[str], error: type[ReadError], what: str,
             (``expected`` says what it should hold), a wrong field count.
     """
     source = os.fspath(path)
-    lines = read_lines(path, error, what)
     header: list[str] | None = None
-    header_line = max(1, len(lines))
+    header_line = last = 1
     rows: list[tuple[int, dict[str, str]]] = []
-    for no, raw in enumerate(lines, 1):
+    for no, raw in enumerate(read_lines(path, error, what), 1):
+        last = no
         try:
             text = content(raw).strip()
         except ValueError as failure:
@@ -610,7 +610,7 @@ def csv_table(path: str | os.PathLike[str], error: type[ReadError], what: str,
                                     f"({','.join(header)})")
         rows.append((no, dict(zip(header, fields))))
     if header is None:
-        raise error(source, header_line, f"no header line (expected {expected})")
+        raise error(source, last, f"no header line (expected {expected})")
     return CsvTable(header, header_line, rows)
 
 

@@ -26,8 +26,9 @@ when they finish (a queue proxy cannot cross a cluster).
 
 Interrupts: worker and manager processes ignore SIGINT (a terminal sends it to the whole
 process group); the parent, on ^C, SIGTERM or a failed task, cancels what has not started,
-terminates the workers (killing any that has not exited after :data:`GRACE` seconds) and
-re-raises. Every task finished before that is already in the store.
+terminates the workers (killing any that has not exited after
+:data:`~patton.sim.workers.GRACE` seconds: :mod:`patton.sim.workers`) and re-raises. Every
+task finished before that is already in the store.
 """
 
 from __future__ import annotations
@@ -35,7 +36,6 @@ from __future__ import annotations
 import concurrent.futures as cf
 import logging
 import queue as queue_module
-import signal
 import sys
 from collections.abc import Callable, Sequence
 from multiprocessing.managers import SyncManager
@@ -43,6 +43,7 @@ from typing import Any
 
 from patton.eval.store import Store
 from patton.eval.tasks import CostPass, Task, TaskError, Unit, affinity, passes, run
+from patton.sim.workers import ignore_interrupts, stop
 
 __all__ = ["RayUnavailable", "execute", "unique"]
 
@@ -203,8 +204,8 @@ def _pool(todo: list[Unit], workers: int, bars: _Bars, done: Done) -> None:
     last: list[tuple] = [()] * count
     busy: dict[int, tuple] = {}  # worker -> affinity of the task it runs
     manager = SyncManager()
-    manager.start(_ignore_interrupts)
-    pools = [cf.ProcessPoolExecutor(max_workers=1, initializer=_ignore_interrupts)
+    manager.start(ignore_interrupts)
+    pools = [cf.ProcessPoolExecutor(max_workers=1, initializer=ignore_interrupts)
              for _ in range(count)]
     try:
         q = manager.Queue()
@@ -235,41 +236,12 @@ def _pool(todo: list[Unit], workers: int, bars: _Bars, done: Done) -> None:
     except BaseException:
         # A failure (or ^C, or SIGTERM) ends the run: drop what has not started and stop
         # the workers still running a task (our own processes) rather than wait for them.
-        _stop(pools)
+        stop(pools)
         raise
     finally:
         for pool in pools:
             pool.shutdown()
         manager.shutdown()
-
-
-def _ignore_interrupts() -> None:
-    """Initializer of the worker and manager processes: a terminal's ^C reaches the whole
-    process group, and the parent alone decides what it stops (no worker traceback); SIGTERM,
-    how the parent stops them, ends them at once (not the parent's handler, inherited by a
-    fork, which would unwind them with a traceback)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-
-#: Seconds a terminated worker has to exit before it is killed.
-GRACE = 5.0
-
-
-def _stop(pools: Sequence[cf.ProcessPoolExecutor]) -> None:
-    """Cancel what the pools have not started and end their processes (terminate, then kill
-    after :data:`GRACE` seconds); return when every one has exited."""
-    # The processes first: an executor forgets them (``_processes`` None) once shut down.
-    processes = [p for pool in pools for p in (getattr(pool, "_processes", None) or {}).values()]
-    for pool in pools:
-        pool.shutdown(wait=False, cancel_futures=True)
-    for process in processes:
-        process.terminate()
-    for process in processes:
-        process.join(GRACE)
-        if process.is_alive():
-            process.kill()
-            process.join()
 
 
 def _drain(q: Any, bars: _Bars) -> None:

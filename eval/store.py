@@ -36,7 +36,7 @@ from typing import Any
 
 from patton.eval.tasks import Task, TaskError, describe, failed_checks
 from patton.sim.jsontext import json_value
-from patton.sim.textfile import ReadError, write_atomic
+from patton.sim.textfile import MAX_DOCUMENT, ReadError, write_atomic
 
 __all__ = ["FORMAT", "Lookup", "Store", "StoreBusy", "StoreError", "digest", "fingerprint"]
 
@@ -130,7 +130,8 @@ class Store:
         a file's content: what cannot be taken is a ``reason``."""
         path = self.path(task)
         try:
-            raw = path.read_bytes()
+            with open(path, "rb") as f:
+                raw = f.read(MAX_DOCUMENT + 1)
         except FileNotFoundError:
             return Lookup(path)
         except OSError as e:
@@ -143,6 +144,8 @@ class Store:
     def _read(self, task: Task, raw: bytes) -> dict[str, Any] | str:
         """``task``'s result from the stored bytes ``raw``, or why they are not that result
         from this code."""
+        if len(raw) > MAX_DOCUMENT:
+            return f"not a stored task (larger than {MAX_DOCUMENT:,} bytes)"
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:

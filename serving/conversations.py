@@ -18,7 +18,6 @@ beside it (:func:`write` with ``meta=``), never in its lines.
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 from collections.abc import Iterable, Iterator, Sequence
@@ -27,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from patton.sim.jsontext import json_value
-from patton.sim.textfile import ReadError
+from patton.sim.textfile import ReadError, read_lines
 
 __all__ = ["WorkloadError", "Conversation", "parse", "read", "dumps", "write",
            "sharegpt_elements", "sharegpt_messages", "from_sharegpt", "sharegpt_meta",
@@ -40,10 +39,6 @@ BOS_LLAMA3 = 128000
 #: Token ids are those of Llama-3's BPE (``quicktok-v1``'s ``llama3``, the tokenizer every
 #: conversation file is made with): 0 .. VOCABULARY - 1.
 VOCABULARY = 128_256
-#: The longest line the reader takes, in bytes. ShareGPT's longest conversation is about
-#: 0.5 MB as token ids; 16 MiB leaves room for any real conversation and bounds the memory a
-#: damaged file (one that lost its newlines) can make the reader take.
-MAX_LINE = 16 << 20
 
 class WorkloadError(ReadError):
     """A malformed conversation line; ``str()`` is ``file:line: reason`` (a
@@ -159,32 +154,11 @@ def parse(lines: Iterable[str], source: str = "<string>") -> list[Conversation]:
 def read(path: str | os.PathLike[str]) -> list[Conversation]:
     """Return the conversations of a JSONL file; raise WorkloadError on a bad line.
 
-    The file is read a line at a time (memory bounded by :data:`MAX_LINE`, whatever the file's
-    size); a longer line is an error at that line.
+    The file is read a line at a time (:func:`~patton.sim.textfile.read_lines`: memory bounded
+    by :data:`~patton.sim.textfile.MAX_LINE`, whatever the file's size); a longer line is an
+    error at that line.
     """
-    return parse(_lines(Path(path)), str(path))
-
-
-def _lines(p: Path) -> Iterator[str]:
-    """The lines of ``p`` as text, one at a time, each at most :data:`MAX_LINE` bytes."""
-    try:
-        f = open(p, "rb")
-    except OSError as e:
-        raise WorkloadError(str(p), None, f"cannot read: {e.strerror}") from None
-    with f:
-        for n in itertools.count(1):
-            try:
-                raw = f.readline(MAX_LINE + 1)
-            except OSError as e:
-                raise WorkloadError(str(p), n, f"cannot read: {e.strerror}") from None
-            if not raw:
-                return
-            if len(raw) > MAX_LINE:
-                raise WorkloadError(str(p), n, f"line longer than {MAX_LINE:,} bytes")
-            try:
-                yield raw.removesuffix(b"\n").decode("utf-8")
-            except UnicodeDecodeError:
-                raise WorkloadError(str(p), n, "not UTF-8") from None
+    return parse(read_lines(path, WorkloadError, "conversations"), os.fspath(path))
 
 
 def dumps(conversations: Iterable[Conversation]) -> str:

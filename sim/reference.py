@@ -20,7 +20,7 @@ from typing import Any
 
 from patton.sim.cycle_model import RunResult
 from patton.sim.jsontext import MAX_DIGITS, json_value
-from patton.sim.textfile import ReadError
+from patton.sim.textfile import ReadError, document
 
 __all__ = ["ReferenceFileError", "FIELDS", "read", "statistics", "differences"]
 
@@ -37,7 +37,7 @@ def read(path: str, trace_path: str) -> dict | None:
     ``command_counts``, ``bank_state_cycles`` and ``schedule``.
     """
     name = os.fspath(path)
-    text = _text(name)
+    text = document(name, ReferenceFileError, "reference")
     if Path(name).suffix in (".yaml", ".yml"):
         return statistics(text, name)
     try:
@@ -55,16 +55,6 @@ def read(path: str, trace_path: str) -> dict | None:
                                              f"{sorted(unknown) or '(none)'}; known: "
                                              + ", ".join(FIELDS))
     return entry
-
-
-def _text(name: str) -> str:
-    try:
-        return Path(name).read_text(encoding="utf-8")
-    except OSError as failure:
-        raise ReferenceFileError(name, None, f"cannot read reference: "
-                                         f"{failure.strerror or failure}") from None
-    except UnicodeDecodeError:
-        raise ReferenceFileError(name, None, "not UTF-8 text") from None
 
 
 #: A statistic of the public simulator's output: ``  name: value  # comment``.

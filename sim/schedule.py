@@ -342,45 +342,41 @@ def parse(lines: Iterable[str], source: str = "<schedule>",
         yield cmd
 
 
-#: Lines between two calls of :func:`read`'s ``progress``.
-PROGRESS_LINES = 1 << 16
-
-
 def read(path: str | os.PathLike[str], device: Device = DEVICE, *,
          allow_empty: bool = False,
          progress: Callable[[int, int], None] | None = None) -> list[TimedCommand]:
-    """Read a schedule file (see :func:`parse`).
+    """Read a schedule file (see :func:`parse`), a line at a time
+    (:func:`~patton.sim.textfile.read_lines`: at most :data:`~patton.sim.textfile.MAX_LINE`
+    bytes a line).
 
-    ``progress(lines_done, lines)`` is called every :data:`PROGRESS_LINES` lines and at the end
-    (a progress bar on a long file).
+    ``progress(bytes_read, file_bytes)`` is called after each chunk the reader takes and at
+    the end (a progress bar on a long file).
 
     Raises:
         ScheduleError: as :func:`parse`; ``file: cannot read schedule: <reason>`` (missing
             file, a directory, no permission; ``line`` None); ``file:line: not UTF-8 text``;
-            and, unless ``allow_empty``, ``file:line: schedule is empty (no command lines)``
-            at its last line for a file without a command.
+            ``file:line: a line longer than ...``; and, unless ``allow_empty``,
+            ``file:line: schedule is empty (no command lines)`` at its last line for a file
+            without a command.
     """
     name = os.fspath(path)
-    lines = read_lines(path, ScheduleError, "schedule")
+    counted = [0]
+
+    def source() -> Iterator[str]:
+        for counted[0], text in enumerate(read_lines(path, ScheduleError, "schedule",
+                                                     progress=progress), start=1):
+            yield text
+
     enabled = gc.isenabled()
     gc.disable()  # millions of new commands would make the collector rescan them over and over
     try:
-        source = lines if progress is None else _counted(lines, progress)
-        commands = list(parse(source, name, device))
+        commands = list(parse(source(), name, device))
     finally:
         if enabled:
             gc.enable()
     if not commands and not allow_empty:
-        raise ScheduleError(name, max(len(lines), 1), "schedule is empty (no command lines)")
+        raise ScheduleError(name, max(counted[0], 1), "schedule is empty (no command lines)")
     return commands
-
-
-def _counted(lines: list[str], progress: Callable[[int, int], None]) -> Iterator[str]:
-    """Yield ``lines``, calling ``progress(done, total)`` after every slice of them."""
-    total = len(lines)
-    for start in range(0, total, PROGRESS_LINES):
-        yield from lines[start:start + PROGRESS_LINES]
-        progress(min(start + PROGRESS_LINES, total), total)
 
 
 # -- writing ---------------------------------------------------------------------------------

@@ -6,6 +6,10 @@ The trace reader (:mod:`patton.sim.trace`) and the schedule reader
 * A file is UTF-8 text (a UTF-8 byte-order mark at its start is skipped). Bytes that do not
   decode, and NUL bytes (UTF-16 or binary data), are ``file:line: not UTF-8 text``. Outside
   comments a line is ASCII.
+* A file is read a line at a time (:func:`read_lines`, also the conversation and cost-table
+  readers'): a line is at most :data:`MAX_LINE` bytes, and that, not the file's size, bounds
+  the memory a reader takes. A file read as one document (a JSON reference, a stored task:
+  :func:`document`) is at most :data:`MAX_DOCUMENT` bytes.
 * Lines end at ``\\n`` (a ``\\r`` before it is whitespace). A ``#`` starts a comment that runs
   to the end of the line, at the start of a line or after fields; a line whose field count is
   wrong and that has a comment says so (:data:`COMMENT_NOTE`).
@@ -25,12 +29,13 @@ import contextlib
 import os
 import re
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["ReadError", "FieldCountError", "COMMENT_NOTE", "number", "decimal", "decode",
-           "read_lines", "write_text", "write_atomic", "atomic_sink", "content", "strip_comment"]
+__all__ = ["ReadError", "FieldCountError", "COMMENT_NOTE", "MAX_LINE", "MAX_DOCUMENT", "number",
+           "decimal", "decode", "read_lines", "document", "write_text", "write_atomic",
+           "atomic_sink", "content", "strip_comment"]
 
 _DECIMAL = re.compile(r"0|[1-9][0-9]*")
 _NUMBER = re.compile(r"0|[1-9][0-9]*|0[xX][0-9a-fA-F]+")
@@ -139,27 +144,40 @@ def content(text: str) -> str:
     return text
 
 
-def decode(data: bytes, file: str, error: type[ReadError]) -> list[str]:
-    """Return the lines of a file's bytes (without line ends).
+#: The longest line a reader takes, in bytes: a reader holds one line and one :data:`CHUNK`
+#: at a time, so this bounds its memory whatever the file's size, and a damaged file (one that
+#: lost its newlines) is reported at the line, not after filling the memory. ShareGPT's
+#: longest conversation is about 0.5 MB as token ids; a trace or schedule line is at most a
+#: few hundred bytes.
+MAX_LINE = 16 << 20
+#: The largest file read as one document (a JSON reference or stored task), in bytes.
+MAX_DOCUMENT = 64 << 20
+#: Bytes read at a time; at most :data:`MAX_LINE` (a line begun and ended within one chunk is
+#: then within the limit, so :func:`read_lines` checks only the line a chunk ends).
+CHUNK = 1 << 20
 
-    A UTF-8 byte-order mark at the start is skipped; lines end at ``\\n`` only (a ``\\r``
-    before it stays, as whitespace), so line numbers are those of the file.
+
+def decode(data: bytes, file: str, error: type[ReadError], first: int = 1) -> list[str]:
+    """Return the lines of ``data``, bytes of a file whose first line is line ``first``
+    (without line ends).
+
+    Lines end at ``\\n`` only (a ``\\r`` before it stays, as whitespace), so line numbers are
+    those of the file; a last line without a line end is a line.
 
     Raises:
         error: ``file:line: not UTF-8 text`` at the first line that does not decode or holds
             a NUL byte.
     """
-    data = data.removeprefix(_BOM)
     nul = data.find(b"\0")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as failure:
         if not 0 <= nul < failure.start:
-            raise error(file, data.count(b"\n", 0, failure.start) + 1,
+            raise error(file, first + data.count(b"\n", 0, failure.start),
                         "not UTF-8 text") from None
         text = ""  # a NUL byte comes first: reported below
     if nul >= 0:
-        raise error(file, data.count(b"\n", 0, nul) + 1,
+        raise error(file, first + data.count(b"\n", 0, nul),
                     "not UTF-8 text (a NUL byte: UTF-16 or binary data?)")
     lines = text.split("\n")
     if lines[-1] == "":
@@ -167,19 +185,81 @@ def decode(data: bytes, file: str, error: type[ReadError]) -> list[str]:
     return lines
 
 
-def read_lines(path: str | os.PathLike[str], error: type[ReadError], what: str) -> list[str]:
-    """Return the lines of the text file ``path`` (see :func:`decode`).
+def read_lines(path: str | os.PathLike[str], error: type[ReadError], what: str, *,
+          progress: Callable[[int, int], None] | None = None) -> Iterator[str]:
+    """Yield the lines of the text file ``path`` one at a time (see :func:`decode`), reading
+    it a :data:`CHUNK` at a time: memory stays bounded by :data:`MAX_LINE` whatever the
+    file's size. A UTF-8 byte-order mark at its start is skipped.
+
+    ``progress(bytes_read, file_bytes)`` is called after each chunk.
 
     Raises:
-        error: the path cannot be read (``file: cannot read <what>: <reason>``), or is not
-            UTF-8 text.
+        error: the path cannot be read (``file: cannot read <what>: <reason>``), a line is
+            longer than :data:`MAX_LINE` bytes or is not UTF-8 text (``file:line: ...``).
     """
     name = os.fspath(path)
     try:
-        data = Path(path).read_bytes()
+        f = open(path, "rb")
     except OSError as failure:
         raise error(name, None, f"cannot read {what}: {failure.strerror or failure}") from None
-    return decode(data, name, error)
+    with f:
+        line = 1  # the line ``begun`` starts
+        begun: list[bytes] = []  # the bytes of a line not ended yet
+        size = 0  # their length
+        try:
+            total = os.fstat(f.fileno()).st_size
+            done = 0 if f.peek(len(_BOM))[:len(_BOM)] != _BOM else len(f.read(len(_BOM)))
+        except OSError as failure:
+            raise error(name, None, f"cannot read {what}: "
+                                    f"{failure.strerror or failure}") from None
+        while True:
+            try:
+                chunk = f.read(CHUNK)
+            except OSError as failure:
+                raise error(name, line, f"cannot read {what}: "
+                                        f"{failure.strerror or failure}") from None
+            if not chunk:
+                break
+            done += len(chunk)
+            end = chunk.rfind(b"\n")
+            if size + (len(chunk) if end < 0 else chunk.find(b"\n")) > MAX_LINE:
+                raise error(name, line, f"a line longer than {MAX_LINE:,} bytes (the "
+                                        f"readers' limit)")
+            if end < 0:
+                begun.append(chunk)
+                size += len(chunk)
+                continue
+            begun.append(chunk[:end + 1])
+            block = decode(b"".join(begun), name, error, line)
+            begun, size = [chunk[end + 1:]], len(chunk) - end - 1
+            line += len(block)
+            yield from block
+            if progress is not None:
+                progress(done, total)
+        if size:
+            yield from decode(b"".join(begun), name, error, line)
+            if progress is not None:
+                progress(done, total)
+
+
+def document(path: str | os.PathLike[str], error: type[ReadError], what: str) -> str:
+    """Return the text of ``path``, a file read as one document (UTF-8, at most
+    :data:`MAX_DOCUMENT` bytes).
+
+    Raises:
+        error: the path cannot be read (``file: cannot read <what>: <reason>``), it is larger
+            than :data:`MAX_DOCUMENT` or not UTF-8 text (``file: ...``, or ``file:line:
+            not UTF-8 text``).
+    """
+    name = os.fspath(path)
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_DOCUMENT + 1)
+    except OSError as failure:
+        raise error(name, None, f"cannot read {what}: {failure.strerror or failure}") from None
+    if len(data) > MAX_DOCUMENT:
+        raise error(name, None, f"larger than {MAX_DOCUMENT:,} bytes (the limit of a {what})")
+    return "\n".join(decode(data.removeprefix(_BOM), name, error))
 
 
 def write_text(path: str | os.PathLike[str], text: str, error: type[ReadError],

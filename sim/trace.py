@@ -307,8 +307,8 @@ def read(path: str | os.PathLike[str], device: Device = DEVICE,
             file, a directory, no permission; ``line`` None) and ``file:line: not UTF-8
             text``.
     """
-    lines = read_lines(path, TraceError, "trace")
-    return Program.of(list(parse(lines, os.fspath(path), device, require_eoc, strict=strict,
+    source = read_lines(path, TraceError, "trace")
+    return Program.of(list(parse(source, os.fspath(path), device, require_eoc, strict=strict,
                                  notes=notes)))
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from patton.sim.schedule import TimedCommand
+from patton.sim.workers import ignore_interrupts, stop
 
 if TYPE_CHECKING:
     from patton.tb.player import PlayResult, RtlViolation, SchedulePlayer
@@ -231,7 +232,12 @@ def replay_all(play: SchedulePlayer, commands: Sequence[TimedCommand], prefix: s
     # one redirection for all threads: file descriptors are the process's, not a thread's
     with context(), stdout_to_stderr(), scoring_pool(workers) as scorers, ThreadPoolExecutor(
             max_workers=workers, thread_name_prefix="rtl-replay") as pool:
-        return list(pool.map(lambda group: one(group, scorers), found))
+        try:
+            return list(pool.map(lambda group: one(group, scorers), found))
+        except BaseException:  # ^C, SIGTERM, a failed replay: stop the scorers, not wait
+            pool.shutdown(wait=False, cancel_futures=True)
+            stop([scorers])
+            raise
 
 
 def cores() -> int:
@@ -244,9 +250,11 @@ def cores() -> int:
 def scoring_pool(jobs: int) -> ProcessPoolExecutor:
     """Processes that score replays (:func:`~patton.tb.scoreboard.score`): at most ``jobs``
     and at most one per CPU core; started by ``spawn`` (this process has threads, which
-    ``fork`` does not copy safely)."""
+    ``fork`` does not copy safely); they ignore ^C (:mod:`patton.sim.workers`: the command
+    stops them)."""
     return ProcessPoolExecutor(max_workers=max(1, min(jobs, cores())),
-                               mp_context=multiprocessing.get_context("spawn"))
+                               mp_context=multiprocessing.get_context("spawn"),
+                               initializer=ignore_interrupts)
 
 
 def rejected(replays: Sequence[Replay]) -> dict[str, int]:

@@ -44,6 +44,7 @@ from typing import Any, Protocol
 
 import numpy as np
 from patton.hw.params import ChannelParams
+from patton.sim import workers
 from patton.sim.schedule import TimedCommand
 from patton.sim.timing import TIMING
 from patton.tb.driver import DRAIN, Driver
@@ -347,6 +348,18 @@ class Session:
 
 def _sim_env() -> dict[str, str]:
     return dict(SIMULATOR_ENV)
+
+
+def _kill_all() -> None:
+    """Kill every live session's simulator (an interrupt: :mod:`patton.sim.workers`); the
+    threads waiting on them see it and end, and :meth:`Session.close` finds them gone."""
+    for session in list(_LIVE):
+        process = session._runner.process
+        if process is not None and process.poll() is None:
+            process.kill()
+
+
+workers.at_interrupt(_kill_all)
 
 
 @atexit.register

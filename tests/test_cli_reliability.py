@@ -5,6 +5,7 @@ path that is a file or cannot be written, a fault that could never be injected. 
 from __future__ import annotations
 
 import pytest
+from patton.serving.chat import DEMO_CONVERSATIONS
 
 from patton.cli import main
 
@@ -34,3 +35,18 @@ def test_a_fault_past_the_last_step_is_refused_before_the_run(tmp_path, capsys):
     assert "error: --fault-step 99999 is past the run's last step (2 with --steps 3): the " \
            "fault would never be injected" in err
     assert not (tmp_path / "o").exists()
+
+
+def test_a_fault_the_run_never_reaches_is_an_error_and_writes_nothing(tmp_path, capsys):
+    """--fault-step inside --steps (or without --steps) that the run ends before: known only
+    after the run, an error all the same, and no chat.json or plot left behind."""
+    one = tmp_path / "one.jsonl"
+    one.write_text(DEMO_CONVERSATIONS.read_text().splitlines()[0] + "\n")
+    out = tmp_path / "o"
+    code = main(["demo", "--device", "model", "--conversations", str(one), "--fault",
+                 "kv-column", "--fault-step", "5000", "--out", str(out)])
+    stdout, err = capsys.readouterr()
+    assert code == 2 and "PASS" not in stdout and "Traceback" not in err
+    assert "error: --fault kv-column was never injected: the run ended after " in err
+    assert "before --fault-step 5000; nothing written" in err
+    assert list(out.glob("*")) == []

@@ -1,64 +1,82 @@
 """^C and SIGTERM end a command cleanly (``patton.cli.interrupt``): one ``interrupted:`` line on
 stderr, exit status 130, no traceback, no process of the command left, no output file.
 
-Each case starts a real ``python -m patton.cli`` in its own process group, waits until it is
-working (a second), sends the signal as a terminal (SIGINT to the group) or a supervisor
-(SIGTERM to the process) would, and checks what is left. ``patton repro`` is in
+Each case (those of ``benchmarks/interrupt_latency.py``, which prints how fast each stops)
+starts a real ``python -m patton.cli`` in its own process group, waits until it is working (a
+line it prints, or three seconds), sends the signal as a terminal (SIGINT to the group) or a
+supervisor (SIGTERM to the process) would, and checks what is left. The RTL commands are
+interrupted while their Verilator simulators and scoring processes run. ``patton repro`` is in
 ``tests/test_repro_store.py`` (what it keeps, and ``--resume``).
 """
 
 from __future__ import annotations
 
-import os
+import importlib.util
 import signal
-import subprocess
-import sys
 import time
+from pathlib import Path
 
 import pytest
 
-#: Commands that work for well over the wait: (name, argv after ``patton``, output file).
-COMMANDS = {
-    "runtime scenario": (["runtime", "scenario", "--steps", "2048", "--no-progress",
-                          "--trace", "{out}"], "{out}"),
-    "cost": (["cost", "--steps", "5000", "--json"], None),
-}
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("interrupt_latency",
+                                               ROOT / "benchmarks" / "interrupt_latency.py")
+assert _spec is not None and _spec.loader is not None
+latency = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(latency)
+
+#: What each command would write; none of it may exist after the interrupt.
+OUTPUTS = {"runtime scenario": ["out.trace"], "aim run": ["out.schedule"],
+           "demo": ["demo/chat.json", "demo/cycles.png"]}
+#: The commands that run Verilator's simulators.
+RTL = {"rtl run", "rtl check", "demo"}
 
 
-def gone(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return True
-    return False
+def left(pgid: int) -> list[str]:
+    """The processes of group ``pgid`` that still run (zombies, which have exited and wait
+    to be reaped by whoever adopted them, are not counted)."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        name, rest = text[text.index("(") + 1:text.rindex(")")], text[text.rindex(")") + 2:]
+        fields = rest.split()
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            out.append(f"{stat.parent.name} {name}")
+    return out
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The cases' input files (made once)."""
+    folder = tmp_path_factory.mktemp("interrupt-inputs")
+    latency.inputs(folder)
+    return folder
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-@pytest.mark.parametrize("name", sorted(COMMANDS))
-def test_a_command_stops_cleanly(tmp_path, name, sig):
-    argv, out = COMMANDS[name]
-    target = tmp_path / "out.trace"
-    argv = [a.format(out=target) for a in argv]
-    proc = subprocess.Popen([sys.executable, "-m", "patton.cli", *argv], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True,
-                            cwd=tmp_path)
-    time.sleep(3.0)
-    assert proc.poll() is None, "the command ended before the signal"
-    if sig == signal.SIGINT:
-        os.killpg(proc.pid, sig)  # a terminal's ^C reaches the whole group
-    else:
-        os.kill(proc.pid, sig)
-    stdout, stderr = proc.communicate(timeout=60)
-    assert proc.returncode == 130, stderr
-    assert "Traceback" not in stderr
-    lines = [x for x in stderr.splitlines() if x.startswith("interrupted:")]
-    assert lines == ["interrupted: nothing written"], stderr
-    assert stdout == ""
-    time.sleep(0.2)
-    assert gone(proc.pid)
-    if out is not None:
-        assert not target.exists()
-    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+@pytest.mark.parametrize("name", [pytest.param(n, marks=[pytest.mark.verilator] * (n in RTL))
+                                  for n in sorted(latency.CASES)])
+def test_a_command_stops_cleanly(tmp_path, inputs, name, sig):
+    for made in inputs.iterdir():
+        (tmp_path / made.name).symlink_to(made)
+    argv, ready = latency.CASES[name]
+    seen: list[int] = []
+    code, seconds, said = latency.stop(tmp_path, argv, ready, sig, started=seen.append)
+    err = (tmp_path / "stderr.txt").read_text()
+    assert code == 130, err
+    assert "Traceback" not in err + (tmp_path / "stdout.txt").read_text()
+    assert said == ["interrupted: nothing written"], err
+    assert seconds < 15
+    deadline = time.monotonic() + 10
+    while left(seen[0]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert left(seen[0]) == []
+    for output in OUTPUTS.get(name, []):
+        assert not (tmp_path / output).exists(), output
+    assert [p for p in tmp_path.rglob("*") if p.name.startswith(".") or p.suffix == ".tmp"] == []
 
 
 def test_the_handlers_are_given_back_after_an_interrupt(capsys):

@@ -79,7 +79,7 @@ REFERENCES = {
     "unknown-field.json":
         (None, ("entry 'probe_misc': fields ['cycles']; known: memory_system_cycles, "
                 "command_counts, bank_state_cycles, schedule")),
-    "latin1.json": (None, "not UTF-8 text"),
+    "latin1.json": (1, "not UTF-8 text"),
     # the public simulator's own statistics output (read by suffix)
     "no-cycles.yaml": (None, "no memory_system_cycles: not the public simulator's statistics "
                              "output"),

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from patton.eval import runner, tasks
 from patton.eval.store import FORMAT, Store, StoreBusy, digest
 from patton.eval.tasks import CostTask
+from patton.sim import workers
 from patton.sim.textfile import write_atomic
 from test_repro import SMALL, fake_run_cost  # noqa: F401 - the fixture, used by name
 
@@ -248,7 +249,7 @@ def test_an_interrupted_pool_stops_its_workers(monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         runner.execute(todo, workers=2)
     timer.cancel()
-    assert time.perf_counter() - started < runner.GRACE + 10
+    assert time.perf_counter() - started < workers.GRACE + 10
     assert multiprocessing.active_children() == []
 
 

@@ -14,6 +14,7 @@ from patton.serving import conversations as cv
 from patton.serving.clients import ClientError, Clients
 from patton.serving.conversations import Conversation, WorkloadError
 from patton.serving.interface import Finished, Request, Scheduled, StepOutput
+from patton.sim.textfile import MAX_LINE
 
 DATA = Path(__file__).resolve().parent / "data"
 SERVING = DATA / "serving"
@@ -49,7 +50,7 @@ BAD_FILES = {
     "float-token.jsonl": "1: messages[0][1] must be an int token id, got a number",
     "bool-token.jsonl": "1: messages[0][0] must be an int token id, got a boolean",
     "string-token.jsonl": "1: messages[1][0] must be an int token id, got a string",
-    "not-utf8.jsonl": "3: not UTF-8",
+    "not-utf8.jsonl": "3: not UTF-8 text",
 }
 
 
@@ -90,8 +91,9 @@ def test_a_huge_file_is_read_a_line_at_a_time(tmp_path: Path) -> None:
         cv.read(path)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    assert str(err.value) == f"{path}:2: line longer than {cv.MAX_LINE:,} bytes"
-    assert peak < 3 * cv.MAX_LINE
+    assert str(err.value) == (f"{path}:2: a line longer than {MAX_LINE:,} bytes (the readers' "
+                              "limit)")
+    assert peak < 3 * MAX_LINE
 
 
 def test_missing_file_is_a_workload_error(tmp_path: Path) -> None:

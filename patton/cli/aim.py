@@ -124,18 +124,19 @@ def _progress(done: int, total: int, cycle: int) -> None:
 
 
 def _bar(show: bool, total: int, unit: str, what: str):
-    """A tqdm bar on stderr (shown after two seconds), or None when not shown."""
+    """A tqdm bar on stderr (shown after two seconds), or None when not shown; a bar of
+    bytes (``unit`` ``"B"``) counts in kB, MB, GB."""
     if not show:
         return None
     from tqdm import tqdm
 
     return tqdm(total=total, unit=unit, desc=what, file=sys.stderr, delay=2.0,
-                dynamic_ncols=True, leave=False)
+                dynamic_ncols=True, leave=False, unit_scale=unit == "B", unit_divisor=1024)
 
 
 def _aim_check(args: argparse.Namespace) -> int:
     show = args.progress or sys.stderr.isatty()
-    bar = _bar(show, 0, "line", "reading")
+    bar = _bar(show, 0, "B", "reading")
 
     def read_progress(done: int, total: int) -> None:
         bar.total = total

@@ -29,6 +29,7 @@ from patton.serving import conversations as cv
 from patton.serving.chat import DEMO_CONVERSATIONS, PHASES, Chat, ChatReport, ChatSetup, ChatStep
 from patton.serving.chat_plot import plot
 from patton.serving.faults import Faults
+from patton.sim.textfile import write_atomic
 
 __all__ = ["add_parser", "run"]
 
@@ -116,15 +117,15 @@ def run(args: argparse.Namespace) -> int:
     wall = time.perf_counter() - started
     figures = report.as_dict()
     figures["wall_seconds"] = round(wall, 3)
+    if faults is not None and faults.hit is None:  # a check of the checks that did not run
+        return _error(args, f"--fault {args.fault} was never injected: the run ended "
+                            f"after {len(report.steps)} steps, before --fault-step "
+                            f"{args.fault_step}; nothing written")
     out.mkdir(parents=True, exist_ok=True)
-    (out / "chat.json").write_text(json.dumps(figures, indent=1) + "\n")
+    write_atomic(out / "chat.json", json.dumps(figures, indent=1) + "\n")
     png = plot(report, out / "cycles.png")
     if faults is not None:
         figures["fault"] = faults.hit
-        if faults.hit is None:  # a check of the checks that did not run is no PASS
-            return _error(args, f"--fault {args.fault} was never injected: the run ended "
-                                f"after {len(report.steps)} steps, before --fault-step "
-                                f"{args.fault_step}")
     _summary(report, figures, wall, table, out, png)
     if args.json:
         figures.pop("per_step")

@@ -2,23 +2,36 @@
 
 :func:`handling` wraps a whole command. SIGTERM takes the path of SIGINT (Python's
 ``KeyboardInterrupt``), so both stop the command the same way: the code that runs unwinds
-(worker pools stop their processes, files being written are written whole or not at all,
-``patton.sim.textfile.write_atomic``), then one line goes to stderr,
+(worker pools stop their processes, live RTL simulators are killed, files being written are
+written whole or not at all, ``patton.sim.textfile.write_atomic``), then one line goes to
+stderr,
 
     interrupted: <what was kept>; <how to continue>
 
 and the exit status is 130 (128 + SIGINT, for SIGTERM too: the command was stopped, not
 killed). What was kept is ``nothing written`` unless the command said otherwise with
-:func:`keep` (``patton repro``: the task results stored so far, and ``--resume``). A second
-^C while the command unwinds is ignored; no traceback is printed.
+:func:`keep` (``patton repro``: the task results stored so far, and ``--resume``). No
+traceback is printed.
+
+A terminal's ^C reaches the command's whole process group: its children (``make``, the C++
+compiler, Verilator's simulators) stop as they do on ^C, and its worker pools ignore it (the
+command stops them, :mod:`patton.sim.workers`). SIGTERM reaches the command alone: when it
+leads its process group (a shell's job, a supervisor's child started in a session of its
+own) it passes SIGINT on to the group, so that its children stop the same way; either way
+the children the command's threads wait on are killed at once
+(:func:`patton.sim.workers.interrupted`). After the first signal, SIGINT and SIGTERM are
+ignored until the command has unwound and reported.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import sys
 from collections.abc import Callable, Iterator
+
+from patton.sim import workers
 
 __all__ = ["EXIT", "handling", "keep"]
 
@@ -35,18 +48,28 @@ def keep(what: Callable[[], str]) -> None:
     _kept[:] = [what]
 
 
-def _terminate(signum: int, frame: object) -> None:
+def _interrupt(signum: int, frame: object) -> None:
+    """The first ^C or SIGTERM: ignore the next ones, pass SIGTERM on to the group this
+    process leads as SIGINT, and unwind."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if signum == signal.SIGTERM and os.getpgrp() == os.getpid():
+        os.killpg(0, signal.SIGINT)  # ignored here, now
+    workers.interrupted()  # children the command's threads wait on: killed now
     raise KeyboardInterrupt
 
 
 @contextlib.contextmanager
 def handling() -> Iterator[list[int]]:
-    """Run the block with SIGTERM raising ``KeyboardInterrupt`` like SIGINT; if either ends
-    it, report as the module docstring says and put :data:`EXIT` in the yielded list (empty
-    otherwise)."""
+    """Run the block with SIGINT and SIGTERM raising ``KeyboardInterrupt`` (once); if either
+    ends it, report as the module docstring says and put :data:`EXIT` in the yielded list
+    (empty otherwise)."""
     status: list[int] = []
     _kept.clear()
-    previous = signal.signal(signal.SIGTERM, _terminate), signal.getsignal(signal.SIGINT)
+    previous = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGTERM, _interrupt)
+    if previous[1] is not signal.SIG_IGN:  # a shell's background job keeps ignoring ^C
+        signal.signal(signal.SIGINT, _interrupt)
     try:
         yield status
     except KeyboardInterrupt:
