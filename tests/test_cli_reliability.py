@@ -4,8 +4,12 @@ path that is a file or cannot be written, a fault that could never be injected. 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from patton.serving.chat import DEMO_CONVERSATIONS
+
+TRACE = Path(__file__).resolve().parent / "data" / "aim" / "micro_macab_1024_16banks.trace"
 
 from patton.cli import main
 
@@ -15,16 +19,37 @@ from patton.cli import main
     ["hw", "verilog", "--out", "{file}/sub"],
     ["demo", "--device", "model", "--out", "{file}"],
     ["repro", "micro", "--out", "{file}"],
+    ["hw", "prove", "--out", "{file}"],
+    ["hw", "prove", "--out", "{file}/sub"],
+    ["rtl", "coverage", "--out", "{file}"],
+    ["workload", "sharegpt", "--count", "2", "--out", "{file}/x.jsonl"],
+    ["rtl", "run", str(TRACE), "--waves", "{file}/w.vcd"],
 ])
 def test_an_output_folder_that_is_a_file_is_refused_first(tmp_path, capsys, argv):
     file = tmp_path / "taken"
     file.write_text("keep me\n")
     code = main([a.format(file=file) for a in argv])
     out, err = capsys.readouterr()
+    option = next(a for a in argv if a.startswith("--") and "{file}" in argv[argv.index(a) + 1])
     assert code == 2 and "Traceback" not in err
-    assert err.startswith(f"error: --out {file}") and (
+    assert err.startswith(f"error: {option} {file}") and (
         "exists and is not a folder" in err or "cannot write there" in err)
     assert file.read_text() == "keep me\n" and sorted(tmp_path.iterdir()) == [file]
+
+
+@pytest.mark.parametrize("argv", [
+    ["workload", "sharegpt", "--count", "2", "--out", "{folder}"],
+    ["rtl", "run", str(TRACE), "--waves", "{folder}"],
+    ["runtime", "scenario", "--steps", "2", "--trace", "{folder}"],
+])
+def test_an_output_file_that_is_a_folder_is_refused_first(tmp_path, capsys, argv):
+    folder = tmp_path / "taken.vcd"
+    folder.mkdir()
+    code = main([a.format(folder=folder) for a in argv])
+    out, err = capsys.readouterr()
+    assert code == 2 and "Traceback" not in err
+    assert "Is a directory" in err and str(folder) in err
+    assert list(folder.iterdir()) == [] and sorted(tmp_path.iterdir()) == [folder]
 
 
 def test_a_fault_past_the_last_step_is_refused_before_the_run(tmp_path, capsys):

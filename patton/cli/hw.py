@@ -73,6 +73,11 @@ def _prove(args: argparse.Namespace) -> int:
     except KeyError as error:
         print(f"error: {error.args[0]}", file=sys.stderr)
         return 2
+    try:
+        check_folder(args.out, "--out")
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     results = []
     for proof in chosen:
         try:

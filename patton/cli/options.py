@@ -18,13 +18,14 @@ from pathlib import Path
 
 from patton.sim import trace
 from patton.sim.program import Program
-from patton.sim.textfile import decimal
+from patton.sim.schedule import check_writable
+from patton.sim.textfile import ReadError, decimal
 from patton.sim.timing import DEFAULT_PROFILE, PROFILES
 from patton.sim.trace import TraceNote
 
-__all__ = ["check_folder", "integer", "fraction", "SEED", "CLIENTS", "POOL", "BLOCKS",
-           "BLOCK_SIZE", "MODEL_LEN", "TOKENS", "STEPS", "COUNT", "SKIP", "add_timing_option",
-           "add_strict_option", "read_trace", "SHOW_NOTES"]
+__all__ = ["check_folder", "check_file", "integer", "fraction", "SEED", "CLIENTS", "POOL",
+           "BLOCKS", "BLOCK_SIZE", "MODEL_LEN", "TOKENS", "STEPS", "COUNT", "SKIP",
+           "add_timing_option", "add_strict_option", "read_trace", "SHOW_NOTES"]
 
 
 def integer(low: int, high: int | None = None) -> Callable[[str], int]:
@@ -145,4 +146,23 @@ def check_folder(folder: str | Path, option: str) -> Path:
             pass
     except OSError as e:
         raise ValueError(f"{option} {out}: cannot write there: {e.strerror or e}") from None
+    return out
+
+
+def check_file(path: str | Path, option: str) -> Path:
+    """Make sure ``path`` (an output file option's value) can be written: its folder as
+    :func:`check_folder` makes sure (creating it if missing), the file as
+    :func:`patton.sim.schedule.check_writable` does; return it. Commands call it before any
+    work starts.
+
+    Raises:
+        ValueError: ``"<option> <path>: cannot write it: Is a directory"`` (and the other
+            reasons of ``check_writable``), or as :func:`check_folder` for its folder.
+    """
+    out = Path(path)
+    check_folder(out.parent, f"{option} {out}: its folder")
+    try:
+        check_writable(out, "it")
+    except ReadError as error:
+        raise ValueError(f"{option} {out}: {error.reason}") from None
     return out

@@ -63,6 +63,7 @@ from patton.cli.options import (
     SEED,
     add_strict_option,
     add_timing_option,
+    check_file,
     fraction,
     integer,
     read_trace,
@@ -255,6 +256,11 @@ def _run_checked(args: argparse.Namespace) -> int:
     waves = _wave_format(args.waves) if args.waves is not None else None
     if waves is not None and waves not in ("vcd", "fst"):
         return _error(f"--waves {args.waves}: name a .vcd or .fst file", args.json)
+    if args.waves is not None:
+        try:
+            check_file(args.waves, "--waves")
+        except ValueError as error:
+            return _error(str(error), args.json)
     if args.readouts is not None:
         readouts_format.check(args.readouts)
     try:

@@ -38,6 +38,7 @@ from patton.cli.options import (
     SKIP,
     STEPS,
     TOKENS,
+    check_file,
 )
 from patton.runtime.models import MODELS
 from patton.serving.capacity import RUNTIMES, max_context
@@ -121,6 +122,7 @@ def workload(args: argparse.Namespace) -> int:
     from patton.serving.conversations import write_sharegpt
 
     try:
+        check_file(args.out, "--out")
         path = write_sharegpt(args.out, skip=args.skip, count=args.count,
                               max_message_tokens=args.max_message_tokens)
     except (OSError, RuntimeError, ValueError) as e:
