@@ -8,7 +8,8 @@ left behind); this script gives the figures of ``docs/reliability.md``.
 
     python benchmarks/interrupt_latency.py [--only NAME ...]
 
-The RTL cases need Verilator's build of the channel (made on first use, minutes).
+The RTL cases need Verilator's build of the channel (made on first use, minutes); ``hw prove``
+needs SymbiYosys (``docs/verification.md``).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ CASES: dict[str, tuple[list[str], str | None]] = {
     "rtl run": (["rtl", "run", str(CENT), "--jobs", "2"], "replaying"),
     "rtl check": (["rtl", "check", "cent.schedule", "--jobs", "2"], "replaying"),
     "demo": (["demo", "--out", "demo"], "channel simulations ready"),
+    "hw prove": (["hw", "prove", "--out", "proofs"], None),
 }
 
 

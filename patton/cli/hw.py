@@ -15,6 +15,7 @@ import argparse
 import json
 import sys
 
+from patton.cli import interrupt
 from patton.cli.options import check_folder, integer
 
 __all__ = ["add_parser"]
@@ -78,8 +79,17 @@ def _prove(args: argparse.Namespace) -> int:
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    results = []
+    results: list[dict] = []
+    running: list[str] = []
+
+    def kept() -> str:
+        done = f"{len(results)} proof(s) finished, their folders in {args.out}"
+        partial = f"; {running[-1]}'s folder is incomplete" if running else ""
+        return f"{done}{partial}; run the command again to prove them all"
+
+    interrupt.keep(kept)
     for proof in chosen:
+        running[:] = [proof.name]
         try:
             outcome = proof.run(args.out)
         except ToolError as error:
@@ -90,6 +100,7 @@ def _prove(args: argparse.Namespace) -> int:
                         "config": proof.config, "claim": proof.claim,
                         "trace": str(outcome.trace) if outcome.trace else None,
                         "failed": outcome.failed})
+        running.clear()
         if not args.json:
             print(f"{proof.name:24} {proof.mode:5} depth {proof.depth:<3} "
                   f"{outcome.status:5} {outcome.seconds:6.1f} s"
