@@ -64,6 +64,32 @@ def test_start_state_is_part_of_the_key():
     assert _cost(reset) == _cost(CycleModel().run(program))
 
 
+
+@pytest.mark.parametrize("path", ["run", "cost"])
+def test_a_bank_the_program_leaves_alone_keeps_its_own_start_row(path):
+    """Two start states that differ only in rows no instruction asks for share a key; the
+    reused end state gives each bank the row it started with (the key's OTHER), open, as a
+    full run does: not closed, not the first start's row."""
+    program = random_program(np.random.default_rng(7), 40, channels=4, rows=3)
+    used = {ins.row for ins in program if ins.row is not None}
+    reset = DeviceState.reset()
+
+    def start(base: int) -> DeviceState:
+        rows = tuple(tuple(-1 if c < 4 else base + 16 * c + b for b in range(16))
+                     for c in range(32))
+        assert not used & {r for ch in rows for r in ch}
+        return DeviceState(rows, reset.reg_mode, reset.cfr)
+
+    cache = CostCache()
+    first, second = start(5000), start(9000)
+    getattr(cache, path)(program, first)
+    reused = getattr(cache, path)(program, second)
+    assert (cache.hits, cache.misses) == (1, 1)
+    full = CycleModel().run(program, second).state
+    assert reused.state == full
+    assert [reused.state.open_rows[c] for c in range(4, 32)] == [second.open_rows[c]
+                                                                for c in range(4, 32)]
+
 def test_serving_steps_reuse_costs_and_sampled_steps_resimulate_equal():
     """Every layer's programs are placed alike at other rows: after the first layer of a step
     they are reused. Random steps, re-simulated in full from the same state, give identical

@@ -27,6 +27,7 @@ from patton.sim.device import AF_ROW_BASE, DEVICE
 from patton.sim.functional import FunctionalModel, ProtocolError
 from patton.sim.isa import Cfr, Command
 from patton.sim.protocol import (
+    LUT_ROWS,
     PAYLOAD,
     RULES,
     Need,
@@ -35,6 +36,7 @@ from patton.sim.protocol import (
     State,
     Targets,
     consistent,
+    legal_row,
 )
 from patton.sim.schedule import TimedCommand
 from patton.sim.timing import TIMING
@@ -185,6 +187,19 @@ def test_af16_needs_a_lut_row():
              Step(C.AF16), Step(C.AF16, row=LUT), Step(C.AF16, row=LUT + 2)]
     assert flags(steps) == {1, 5}
 
+
+
+def test_the_first_and_last_lut_rows_are_rows_af16_runs_on():
+    """AFM 0's LUT row is ``AF_ROW_BASE`` itself and AFM 15's the last: both open and run
+    AF16; the rows just outside them are refused."""
+    last = LUT + LUT_ROWS - 1
+    steps = [Step(C.ACT16, row=LUT), Step(C.AF16), Step(C.AF16, row=LUT), Step(C.PREA),
+             Step(C.ACT16, row=last), Step(C.AF16, row=last), Step(C.PREA),
+             Step(C.ACT16, row=last + 1)]
+    assert flags(steps) == {7}
+    assert legal_row(DEVICE, LUT) and legal_row(DEVICE, last)
+    assert not legal_row(DEVICE, last + 1) and not legal_row(DEVICE, DEVICE.rows)
+    assert DEVICE.rows <= LUT - 1 and not legal_row(DEVICE, LUT - 1)
 
 def test_rows_columns_and_banks_out_of_range():
     steps = [Step(C.ACT, 0, 64), Step(C.ACT, 0, LUT + 8), Step(C.ACT16, row=-5),
