@@ -26,7 +26,7 @@ from patton.eval.store import Store
 from patton.eval.tasks import Task, TaskError, failed_checks
 from patton.sim.textfile import write_atomic
 
-__all__ = ["DEFAULT_WORKERS", "reproduce", "write"]
+__all__ = ["DEFAULT_WORKERS", "WALL_TIMES", "reproduce", "write", "without_wall_times"]
 
 #: Local worker processes by default (this is a 2-core machine).
 DEFAULT_WORKERS = 2
@@ -74,6 +74,17 @@ def reproduce(figures: Sequence[str], scale: Scale, *, workers: int = DEFAULT_WO
 
 #: Files not taken on ``--resume`` that are named one per line; the rest are counted.
 SHOW_STALE = 10
+
+
+#: The fields of a figure's record that measure wall time: they vary from run to run (and
+#: with what the process did before), so comparisons of records leave them out.
+WALL_TIMES = ("task_seconds",)
+
+
+def without_wall_times(records: dict[str, Any]) -> dict[str, Any]:
+    """``records`` (what :func:`reproduce` returns) without the :data:`WALL_TIMES` fields."""
+    return {f: {k: v for k, v in r.items() if k not in WALL_TIMES} if isinstance(r, dict)
+            else r for f, r in records.items()}
 
 
 def _resumed(store: Store, tasks: Sequence[Task]) -> dict[Task, dict[str, Any]]:
