@@ -98,6 +98,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", nargs="+", choices=sorted(CASES), help="these commands only")
     args = ap.parse_args()
+    # The commands start with ^C's default action even when this script was started with
+    # SIGINT ignored (a background job of a shell without job control): they inherit that.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     with tempfile.TemporaryDirectory(prefix="patton-interrupts-") as tmp:
         folder = Path(tmp)
         print("making the inputs (the CENT trace's schedule, 1.2 M commands)", file=sys.stderr)

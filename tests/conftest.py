@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -43,3 +44,16 @@ def reference() -> dict:
 def traces_dir() -> Path:
     """Folder of the public traces."""
     return TRACES
+
+
+@pytest.fixture
+def sigint_default():
+    """SIGINT raises ``KeyboardInterrupt`` in this process for the test, and the commands it
+    starts begin with ^C's default action, even when the suite itself runs with SIGINT
+    ignored (a shell's background job without job control: its children inherit the
+    ignore, and ``patton`` rightly keeps it)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

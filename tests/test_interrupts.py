@@ -64,7 +64,7 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 @pytest.mark.parametrize("name", [pytest.param(n, marks=MARKS.get(n, []))
                                   for n in sorted(latency.CASES)])
-def test_a_command_stops_cleanly(tmp_path, inputs, name, sig):
+def test_a_command_stops_cleanly(tmp_path, inputs, name, sig, sigint_default):
     for made in inputs.iterdir():
         (tmp_path / made.name).symlink_to(made)
     argv, ready = latency.CASES[name]

@@ -239,7 +239,7 @@ def test_a_second_run_on_the_folder_is_refused(tmp_path, capsys, small, fake_run
     assert not (tmp_path / "repro.json").exists()
 
 
-def test_an_interrupted_pool_stops_its_workers(monkeypatch):
+def test_an_interrupted_pool_stops_its_workers(monkeypatch, sigint_default):
     """^C while workers run: the run stops, and no worker process is left."""
     import multiprocessing
 
@@ -261,7 +261,7 @@ def _sleep(task, progress=None):
 
 
 @pytest.mark.slow
-def test_repro_interrupted_keeps_what_finished_and_resumes(tmp_path):
+def test_repro_interrupted_keeps_what_finished_and_resumes(tmp_path, sigint_default):
     """A real ``patton repro micro --quick`` interrupted once its first tasks are stored:
     exit 130, one line saying what was kept and how to resume, no traceback, no process
     left; ``--resume`` then takes every stored task and finishes."""
