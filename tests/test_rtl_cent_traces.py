@@ -20,7 +20,9 @@ TINY = TRACES / "cent" / "cent_tiny_llama_h8_pp_8cpb_seq64.trace"
 def test_cent_block_runs_on_the_rtl_with_nothing_refused(capsys):
     # --rows 1024: the build the public micro traces use (this trace's rows fit it)
     status = main(["rtl", "run", str(TINY), "--rows", "1024", "--json"])
-    report = json.loads(capsys.readouterr().out)
+    out, err = capsys.readouterr()
+    report = json.loads(out)
+    assert "error" not in report, (report, err[-2000:])  # say why, not KeyError
     expected = reference.read(str(TINY.with_suffix(".aimsim-0f28a07.yaml")), str(TINY))
     assert report["model_cycles"] == expected["memory_system_cycles"] == 40_606
     assert report["replays"] == 32 and report["replayed_commands"] == report["commands"]
