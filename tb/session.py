@@ -189,10 +189,15 @@ class Session:
         keep = [t for t in text if t.strip()][-lines:]
         return "\n".join("    " + t for t in keep)
 
-    def _kill(self) -> None:
+    def _signal_kill(self) -> None:
+        """Send the simulator SIGKILL if it runs (our own child, by its pid); no waiting, so
+        a signal handler may call it."""
         process = self._runner.process
         if process is not None and process.poll() is None:
-            process.kill()  # our own child, by its pid
+            process.kill()
+
+    def _kill(self) -> None:
+        self._signal_kill()
         self._thread.join(10)
 
     def _failure(self, what: str, hung: bool = False) -> SimulatorError:
@@ -354,9 +359,7 @@ def _kill_all() -> None:
     """Kill every live session's simulator (an interrupt: :mod:`patton.sim.workers`); the
     threads waiting on them see it and end, and :meth:`Session.close` finds them gone."""
     for session in list(_LIVE):
-        process = session._runner.process
-        if process is not None and process.poll() is None:
-            process.kill()
+        session._signal_kill()
 
 
 workers.at_interrupt(_kill_all)
