@@ -97,3 +97,38 @@ def test_the_handlers_are_given_back_after_an_interrupt(capsys):
     assert status == [interrupt.EXIT] == [130]
     assert capsys.readouterr().err == "interrupted: kept 2 things; run it again\n"
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
+
+
+#: A command whose interrupt lands in a finalizer (``__del__``), which Python swallows;
+#: without the hook it runs its 20 s to the end and exits 0.
+IN_A_FINALIZER = """
+import os, signal, sys, time
+from patton.cli import interrupt
+
+class Finalized:
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(100_000):  # the handler runs here, inside __del__
+            pass
+
+with interrupt.handling() as status:
+    Finalized()
+    {after}
+print("ran to the end", file=sys.stderr)
+sys.exit(status[0] if status else 0)
+"""
+
+
+@pytest.mark.parametrize("after", ["time.sleep(20)", "pass"], ids=["working", "ending"])
+def test_an_interrupt_a_finalizer_swallows_still_stops_the_command(after):
+    """Raised again outside the finalizer while the command works; reported if the command
+    ends first. Either way: the one line, 130, no "Exception ignored" traceback."""
+    import subprocess
+    import sys
+
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", IN_A_FINALIZER.format(after=after)],
+                          capture_output=True, text=True, timeout=60, start_new_session=True)
+    said = "interrupted: nothing written\nran to the end\n"
+    assert (done.returncode, done.stderr) == (130, said)
+    assert time.monotonic() - started < 15
