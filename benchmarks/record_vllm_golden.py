@@ -58,6 +58,14 @@ CONFIGS: dict[str, tuple[int, int, EngineParams, int]] = {
     "c16-p32-short": (16, 32, EngineParams(block_size=16, num_blocks=400, max_num_seqs=16,
                                          max_num_batched_tokens=1024, max_model_len=320),
                       8000),
+    # The two pressure configurations with vLLM's prefix caching off: no hits, every freed
+    # block to the head of the free queue, more preemption.
+    "c8-p16-evict-nopc": (8, 16, EngineParams(block_size=16, num_blocks=256, max_num_seqs=8,
+                                            max_num_batched_tokens=512, max_model_len=2048,
+                                            enable_prefix_caching=False), 1500),
+    "c8-p32-preempt-nopc": (8, 32, EngineParams(block_size=16, num_blocks=80, max_num_seqs=8,
+                                              max_num_batched_tokens=256, max_model_len=1024,
+                                              enable_prefix_caching=False), 1500),
 }
 
 
@@ -80,7 +88,9 @@ def record(name: str) -> dict[str, Any]:
                        "clients": clients, "pool": pool, "block_size": params.block_size,
                        "num_blocks": params.num_blocks, "max_num_seqs": params.max_num_seqs,
                        "max_num_batched_tokens": params.max_num_batched_tokens,
-                       "max_model_len": params.max_model_len, "max_steps": max_steps},
+                       "max_model_len": params.max_model_len, "max_steps": max_steps,
+                       **({} if params.enable_prefix_caching
+                          else {"enable_prefix_caching": False})},
             "vllm": engine.settings(),
             **result.as_dict()}
 

@@ -15,6 +15,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+#: Property tests run derandomized by default (the examples are a function of the test, so a
+#: CI failure happens again on any machine), each with the example count its ``@settings``
+#: names; ``HYPOTHESIS_PROFILE=explore`` draws fresh random examples instead.
+settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
+settings.register_profile("explore", derandomize=False, deadline=None, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 #: The public simulator's traces and results (``tests/data/aim/README.md`` says where from).
 TRACES = Path(__file__).resolve().parent / "data" / "aim"

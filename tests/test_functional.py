@@ -425,9 +425,16 @@ def test_public_traces_run(traces_dir) -> None:
     # Its payloads are unknown (zeros), so every value read is zero except the AF results:
     # AFM 1 is tanh, tanh(0) = 0, too.
     assert all((r.data == 0).all() for r in out)
-    for name in ("probe_gemv.trace", "probe_block.trace", "probe_misc.trace",
-                 "probe_af.trace", "probe_act.trace", "probe_2ch.trace"):
-        FunctionalModel().run(trace.read(traces_dir / name))
+    # the probes: one readout per read instruction, in program order, none for the rest
+    reads = {Opcode.RD_MAC, Opcode.RD_AF, Opcode.RD_SBK, Opcode.RD_MEM}
+    expected = {"probe_gemv": 1, "probe_block": 1, "probe_misc": 1, "probe_af": 1,
+                "probe_act": 7, "probe_2ch": 0}
+    for name, count in expected.items():
+        program = list(trace.read(traces_dir / f"{name}.trace"))
+        out = FunctionalModel().run(program)
+        assert [(r.index, r.opcode) for r in out] == [
+            (i, ins.opcode) for i, ins in enumerate(program) if ins.opcode in reads], name
+        assert len(out) == count, name
 
 
 def test_gemv_on_two_channels_matches_numpy(model: FunctionalModel) -> None:

@@ -26,7 +26,10 @@ from patton.serving.interface import EngineParams
 from patton.serving.vllm_engine import cdiv
 
 ROOT = Path(__file__).resolve().parent.parent
-GOLDEN = sorted((ROOT / "tests/data/serving/golden").glob("*.json.gz"))
+#: The golden runs with prefix caching on (the block-pool event hooks are written for it).
+GOLDEN = [p for p in sorted((ROOT / "tests/data/serving/golden").glob("*.json.gz"))
+          if json.loads(gzip.decompress(p.read_bytes()))["params"].get("enable_prefix_caching",
+                                                                        True)]
 FILE = str(ROOT / "tests/data/serving/sharegpt-llama3-300.jsonl")
 #: (golden configuration, num_blocks, variant, steps) at which the runtime refuses blocks:
 #: refusals with placement evictions, with preemptions, and refusals that fail allocations
