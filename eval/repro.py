@@ -78,13 +78,17 @@ SHOW_STALE = 10
 
 #: The fields of a figure's record that measure wall time: they vary from run to run (and
 #: with what the process did before), so comparisons of records leave them out.
-WALL_TIMES = ("task_seconds",)
+WALL_TIMES = ("task_seconds", "wall_seconds")
 
 
-def without_wall_times(records: dict[str, Any]) -> dict[str, Any]:
-    """``records`` (what :func:`reproduce` returns) without the :data:`WALL_TIMES` fields."""
-    return {f: {k: v for k, v in r.items() if k not in WALL_TIMES} if isinstance(r, dict)
-            else r for f, r in records.items()}
+def without_wall_times(records: Any) -> Any:
+    """``records`` (what :func:`reproduce` returns, or any JSON value) without the
+    :data:`WALL_TIMES` fields, at any depth: what is left is a function of the inputs."""
+    if isinstance(records, dict):
+        return {k: without_wall_times(v) for k, v in records.items() if k not in WALL_TIMES}
+    if isinstance(records, list):
+        return [without_wall_times(v) for v in records]
+    return records
 
 
 def _resumed(store: Store, tasks: Sequence[Task]) -> dict[Task, dict[str, Any]]:

@@ -11,12 +11,17 @@ side run checked); through the real runner (two worker processes), figures, plot
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from patton.eval.assumptions import AXES, PAPER
 from patton.eval.figures import sensitivity
+from patton.eval.repro import without_wall_times
 
 from patton.cli import main
+
+#: The records of ``patton repro all --quick`` (wall times left out).
+GOLDEN = Path(__file__).resolve().parent / "data" / "repro" / "quick.json"
 
 
 @pytest.mark.slow
@@ -27,6 +32,8 @@ def test_quick_all_end_to_end(tmp_path, capsys):
     assert code == 0, capsys.readouterr().err
     records = json.loads(capsys.readouterr().out)
     assert records == json.loads((out / "repro.json").read_text())
+    # every figure exactly as recorded (tests/data/repro/README.md says how), wall times aside
+    assert without_wall_times(records) == json.loads(GOLDEN.read_text())
     fig7 = records["fig7"]
     for key in ("neupims", "pimphony", "attacc", "blockpim", "all"):
         assert fig7["speedup"][key] > 0 and fig7["energy_gain"][key] > 0

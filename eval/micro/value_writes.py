@@ -109,7 +109,7 @@ def measure(config: Config, requests: int, steps: int, seed: int, timing: str,
     for name, variant in PATHS:
         start = time.perf_counter()
         out[name] = _path(config, variant, lengths, steps, timing, frontend)
-        out[name]["seconds"] = round(time.perf_counter() - start, 1)
+        out[name]["wall_seconds"] = round(time.perf_counter() - start, 1)
     cz = out["cz"]
     for name in ("no_cz_abk", "no_cz_mem"):
         out[f"{name}_over_cz"] = {k: out[name][k] / cz[k] for k in RATIOS}
