@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 from patton.serving.block_pool import NULL_BLOCK, BlockPool
-from patton.serving.events import EventKind
+from patton.serving.events import BlockEvent, EventKind
 
 
 def test_the_queue_starts_with_every_block_but_the_null_block_in_order():
@@ -110,3 +110,44 @@ def test_one_key_may_name_several_blocks_and_a_lookup_gives_the_oldest():
     assert pool.lookup(5) == 2
     pool.cache(2, 5, "a")  # the same key again: nothing changes
     assert pool.lookup(5) == 2
+
+
+def test_the_smallest_pool_and_what_it_refuses():
+    pool = BlockPool(2)
+    assert (pool.num_blocks, pool.free_order(), NULL_BLOCK) == (2, [1], 0)
+    assert pool.ref == [0, 0] and pool.key == [None, None]
+    with pytest.raises(ValueError,
+                       match=r"^num_blocks must be >= 2 \(block 0 is the null block\), got 1$"):
+        BlockPool(1)
+    with pytest.raises(ValueError, match=r"^cannot take 2 blocks, 1 free$"):
+        pool.take(2, "a")
+
+
+def test_every_event_carries_the_reference_count_after_it():
+    events: list[BlockEvent] = []
+    pool = BlockPool(5, observer=events.append)
+    a, b = pool.take(2, "r")
+    pool.cache(a, 7, "r")
+    pool.touch([a], "s")
+    pool.free([a, b], "r")
+    pool.free([a], "s")
+    assert events == [BlockEvent(EventKind.ALLOC, a, "r", None, 1),
+                      BlockEvent(EventKind.ALLOC, b, "r", None, 1),
+                      BlockEvent(EventKind.CACHE, a, "r", 7, 1),
+                      BlockEvent(EventKind.SHARE, a, "s", None, 2),
+                      BlockEvent(EventKind.UNSHARE, a, "r", None, 1),
+                      BlockEvent(EventKind.RELEASE, b, "r", None, 0),
+                      BlockEvent(EventKind.RELEASE, a, "s", None, 0)]
+
+
+def test_a_key_cached_twice_keeps_its_other_block_when_one_is_evicted():
+    pool = BlockPool(6)
+    a, b = pool.take(2, "r")
+    pool.cache(a, 7, "r")
+    pool.cache(b, 7, "r")  # a duplicate: both blocks under one key, oldest first
+    pool.cache(b, 7, "r")  # again: no change
+    assert pool.lookup(7) == a
+    pool.free([a, b], "r")  # hashed: to the tail, a first
+    assert pool.evict_first() == a  # a leaves the map; b is still found under the key
+    assert pool.lookup(7) == b and pool.cached(b) and not pool.cached(a)
+    assert pool.evict_first() == b and pool.lookup(7) is None

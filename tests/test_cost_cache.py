@@ -90,6 +90,36 @@ def test_a_bank_the_program_leaves_alone_keeps_its_own_start_row(path):
     assert [reused.state.open_rows[c] for c in range(4, 32)] == [second.open_rows[c]
                                                                 for c in range(4, 32)]
 
+@pytest.mark.parametrize("rows", ["none", "above 0"])
+@pytest.mark.parametrize("path", ["run", "cost"])
+def test_untouched_banks_closed_on_row_0_or_above_every_program_row(path, rows):
+    """The start rows a key names OTHER at the edges: row 0 (a row like any other), a row
+    above every row of the program, a closed bank (stays closed); for a program that names no
+    row at all too. The reused end state equals a full run's."""
+    program = random_program(np.random.default_rng(11), 60, channels=4, rows=3)
+    if rows == "none":
+        program = [ins for ins in program if ins.row is None]
+    else:
+        program = [ins if ins.row is None else dataclasses.replace(ins, row=ins.row + 10)
+                   for ins in program]
+    top = max([ins.row for ins in program if ins.row is not None], default=0)
+
+    def start(high: int) -> DeviceState:
+        pattern = (-1, 0, top + high, top + high + 1)
+        rows = tuple(tuple(-1 if c < 4 else pattern[b % 4] for b in range(16))
+                     for c in range(32))
+        return DeviceState(rows, DeviceState.reset().reg_mode, DeviceState.reset().cfr)
+
+    cache = CostCache()
+    getattr(cache, path)(program, start(100))
+    second = start(700)
+    reused = getattr(cache, path)(program, second)
+    assert (cache.hits, cache.misses) == (1, 1)
+    assert reused.state == CycleModel().run(program, second).state
+    assert reused.state.open_rows[9] == second.open_rows[9] == (-1, 0, top + 700,
+                                                               top + 701) * 4
+
+
 def test_serving_steps_reuse_costs_and_sampled_steps_resimulate_equal():
     """Every layer's programs are placed alike at other rows: after the first layer of a step
     they are reused. Random steps, re-simulated in full from the same state, give identical
@@ -114,15 +144,20 @@ def test_serving_steps_reuse_costs_and_sampled_steps_resimulate_equal():
     assert cache.misses < cache.hits
 
 
-def test_the_check_catches_a_wrong_cost():
+@pytest.mark.parametrize("path, said", [
+    ("run", r"^cached cost \d+ cycles, full simulation \d+ \(program of \d+ instructions\)$"),
+    ("cost", r"^cached cost \d+ cycles, [\d.e+]+ pJ; full simulation \d+ cycles, [\d.e+]+ pJ "
+             r"\(program of \d+ instructions\)$"),
+])
+def test_the_check_catches_a_wrong_cost_and_names_it(path, said):
     program = random_program(np.random.default_rng(2), 30, channels=2, rows=3)
     cache = CostCache(check=1.0)
-    cache.run(program)
+    getattr(cache, path)(program)
     key = next(iter(cache._costs))
     cache._costs[key] = dataclasses.replace(cache._costs[key],
                                             cycles=cache._costs[key].cycles + 1)
-    with pytest.raises(CostMismatch, match="cached cost"):
-        cache.run(program)
+    with pytest.raises(CostMismatch, match=said):
+        getattr(cache, path)(program)
 
 
 def test_bad_arguments():
@@ -174,3 +209,74 @@ def test_one_program_run_under_other_cfrs_is_decoded_again():
         assert _cost(cost) == _cost(CycleModel().run(program, state))
         costs.append(cost.cycles)
     assert costs[0] < costs[1] and costs[2] == costs[0]  # the hit is faster than the conflict
+
+
+def _same_cost(cost, full) -> None:
+    """A :class:`Cost` equals a full run's cycles, energy (pJ) by component, and end state."""
+    e = energy(full.command_counts, full.bank_state_cycles, full.cycles)
+    assert (cost.cycles, cost.state) == (full.cycles, full.state)
+    assert cost.energy_pj == pytest.approx(e.total * 1000.0, rel=1e-12)
+    assert cost.components_pj == pytest.approx(tuple(v * 1000.0 for v in e.components.values()),
+                                               rel=1e-12)
+
+
+@pytest.mark.parametrize("check", [0.0, 1.0])
+def test_cost_is_a_full_runs_cost_simulated_or_reused(check):
+    """``cost`` (no counts kept) from a miss and from a hit, every counter as it should be:
+    with ``check=1`` every cost is simulated again in full and compared, with 0 none is."""
+    program = random_program(np.random.default_rng(4), 40, channels=4, rows=3)
+    rows = sorted({ins.row for ins in program if ins.row is not None})
+    renamed = _renamed(program, {r: 900 + 7 * i for i, r in enumerate(rows)})
+    cache = CostCache(check=check)
+    _same_cost(cache.cost(program), CycleModel().run(program))
+    _same_cost(cache.cost(renamed), CycleModel().run(renamed))
+    _same_cost(cache.cost(program), CycleModel().run(program))
+    assert (cache.hits, cache.misses, cache.checked) == (2, 1, 3 if check else 0)
+    assert cache.followed == 0
+
+
+def test_the_arguments_refused_say_why():
+    with pytest.raises(ValueError) as error:
+        CostCache(CycleModel(record=True))
+    assert str(error.value) == "a cost cache keeps no schedules: use CycleModel(record=False)"
+    with pytest.raises(ValueError) as error:
+        CostCache(check=-0.5)
+    assert str(error.value) == "check is a share of hits in [0, 1], not -0.5"
+    cache = CostCache()
+    assert (cache.capacity, cache.check, cache.hits, cache.misses, cache.checked,
+            cache.followed) == (4096, 0.0, 0, 0, 0, 0)
+
+
+@pytest.mark.parametrize("path", ["run", "cost"])
+def test_the_least_recently_used_cost_is_dropped(path):
+    cache = CostCache(capacity=2)
+    p = [random_program(np.random.default_rng(s), 10, channels=2, rows=2) for s in range(3)]
+    use = getattr(cache, path)
+    use(p[0])
+    use(p[1])
+    use(p[0])  # a hit: p[0] is now the most recent
+    use(p[2])  # drops p[1]
+    assert (cache.hits, cache.misses) == (1, 3)
+    use(p[0])
+    assert (cache.hits, cache.misses) == (2, 3)
+    use(p[1])
+    assert (cache.hits, cache.misses) == (2, 4)
+
+
+def test_a_miss_run_again_follows_the_trace_of_the_last_one():
+    """``again=True`` traces a miss; the same program from another start state (another key)
+    follows that trace, and costs what a full run costs."""
+    program = random_program(np.random.default_rng(8), 40, channels=4, rows=3)
+    row = next(ins.row for ins in program if ins.row is not None)
+    reset = DeviceState.reset()
+    other = DeviceState(((row,) * 16,) * 32, reset.reg_mode, reset.cfr)
+    cache = CostCache(check=1.0)
+    cache.run(program, again=True)
+    assert cache.followed == 0
+    followed = cache.run(program, other)
+    assert (cache.misses, cache.followed) == (2, 1)
+    assert _cost(followed) == _cost(CycleModel().run(program, other))
+    plain = CostCache()
+    plain.run(program)  # not traced: nothing to follow
+    plain.run(program, other)
+    assert plain.followed == 0

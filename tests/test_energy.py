@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from patton.sim import trace
 from patton.sim.cycle_model import CycleModel
-from patton.sim.energy import COMPONENTS, CONSTANTS, energy
-from patton.sim.isa import Opcode
+from patton.sim.device import params
+from patton.sim.energy import (
+    COMPONENTS,
+    CONSTANTS,
+    STANDBY,
+    Energy,
+    EnergyConstants,
+    activations,
+    energy,
+    energy_arrays,
+    standby_scale,
+)
+from patton.sim.isa import Command, Opcode
 
 
 def test_per_command_energies_match_the_table():
@@ -53,6 +66,116 @@ def test_channels_add_up():
         assert whole[name] == pytest.approx(sum(p[name] for p in parts), rel=1e-12)
         assert whole[name] > max(p[name] for p in parts)  # two channels or more add to each
     assert energy({}, {}, 0).total == 0.0
+
+
+#: What one command counts for in each term of ``docs/energy.md``'s formulas: banks activated,
+#: read and write bursts, MAC16 equivalents (``pim``), external transfers (``dq``), a column
+#: command for the controller's transaction engine (``col``), global-buffer reads and writes.
+#: Every command also counts once for the controller's PHY.
+SHARES: dict[str, dict[str, float]] = {
+    "ACT": {"act": 1}, "ACT4": {"act": 4}, "ACT16": {"act": 16},
+    "RD": {"read": 1, "dq": 1, "col": 1}, "RDA": {"read": 1, "dq": 1, "col": 1},
+    "WR": {"write": 1, "dq": 1, "col": 1}, "WRA": {"write": 1, "dq": 1, "col": 1},
+    "RDCP": {"read": 1, "col": 1, "gb_write": 1}, "WRCP": {"write": 1, "col": 1, "gb_read": 1},
+    "WRGB": {"dq": 1, "col": 1, "gb_write": 1}, "AF16": {"read": 16, "col": 1},
+    "RDMAC16": {"read": 1, "dq": 1, "col": 1}, "RDAF16": {"read": 1, "dq": 1, "col": 1},
+    "WRMAC16": {"write": 1, "dq": 1, "col": 1}, "WRA16": {"write": 16, "dq": 1, "col": 1},
+    "MAC": {"pim": 1 / 16, "col": 1}, "MAC16": {"pim": 1, "col": 1},
+    "EWMUL16": {"pim": 1 / 4, "col": 1},
+}
+
+#: Constants unlike the defaults in every field, none of them 1 (so that a product and a
+#: quotient of two of them differ).
+ODD = EnergyConstants(p_act=70.1, p_rd=430.3, p_wr=560.7, p_act_stby=260.9, p_pre_stby=180.2,
+                      t_rc=41.5, t_bl=1.75, t_ccdl=2.5, pim_factor=3.5, dq_pj_per_bit=4.5,
+                      burst_bits=288, ctrl_trx_mw=250.25, ctrl_phy_mw=370.5,
+                      channels_per_ctrl=3.0, gb_static_mw=0.07, gb_read_mw=0.29,
+                      gb_write_mw=0.33, freq_ghz=1.6)
+
+
+@pytest.mark.parametrize("k", [CONSTANTS, ODD], ids=["constants", "odd constants"])
+@pytest.mark.parametrize("command", [c.name for c in Command])
+def test_one_command_costs_what_the_formulas_say(command, k):
+    """Every command of the ISA, once, on one channel, in every term (nJ)."""
+    share = SHARES.get(command, {})
+    expected = {
+        "act": k.p_act * k.t_rc * share.get("act", 0),
+        "read": k.p_rd * k.t_bl * share.get("read", 0),
+        "write": k.p_wr * k.t_bl * share.get("write", 0),
+        "pim": k.pim_factor * k.p_rd * k.t_ccdl * share.get("pim", 0),
+        "dq": k.dq_pj_per_bit * k.burst_bits * share.get("dq", 0),
+        "controller": (k.ctrl_trx_mw * share.get("col", 0) + k.ctrl_phy_mw)
+        / k.channels_per_ctrl / k.freq_ghz,
+        "global_buffer": (k.gb_read_mw * share.get("gb_read", 0)
+                          + k.gb_write_mw * share.get("gb_write", 0)) / k.freq_ghz,
+        "standby": 0.0,
+    }
+    got = energy({0: {command: 1}}, {0: {"active": 0, "precharged": 0, "idle": 0}}, 0,
+                 constants=k).components
+    assert list(got) == list(COMPONENTS)
+    assert got == pytest.approx({name: pj / 1000 for name, pj in expected.items()},
+                                rel=1e-12, abs=0)
+
+
+def test_the_shares_name_every_command_the_models_charge():
+    assert set(SHARES) <= {c.name for c in Command}
+
+
+def test_standby_and_the_static_term_follow_the_cycles():
+    """Standby charges active and precharged time at their powers (idle time not at all),
+    the global buffer's leakage every channel for the run's length."""
+    ns = float(params()["cycle_ns"])
+    states = {0: {"active": 100, "precharged": 300, "idle": 50},
+              1: {"active": 20, "precharged": 0, "idle": 7}}
+    got = energy({0: {}, 1: {}}, states, 1000, constants=ODD).components
+    assert got["standby"] == pytest.approx(
+        (ODD.p_act_stby * 120 + ODD.p_pre_stby * 300) * ns / 1000, rel=1e-12)
+    assert got["global_buffer"] == pytest.approx(ODD.gb_static_mw * 1000 * ns * 2 / 1000,
+                                                 rel=1e-12)
+    cent = energy({0: {}, 1: {}}, states, 1000, constants=ODD, standby="cent").components
+    assert cent["standby"] == pytest.approx(got["standby"] / 2, rel=1e-12)
+    assert energy({0: {}, 1: {}}, states, 1000, constants=ODD).total == pytest.approx(
+        energy({0: {}, 1: {}}, states, 1000, constants=ODD, standby="per_channel").total,
+        rel=0, abs=0)
+
+
+def test_standby_scale():
+    assert [standby_scale(s, 4) for s in STANDBY] == [1.0, 0.25]
+    assert standby_scale("cent", 1) == standby_scale("cent", 0) == 1.0
+    assert standby_scale("per_channel", 0) == 1.0
+    with pytest.raises(ValueError) as error:
+        standby_scale("mean", 4)
+    assert str(error.value) == "standby must be 'per_channel' or 'cent', not 'mean'"
+
+
+def test_arrays_are_the_same_run_as_dicts():
+    """``energy_arrays`` (what the cycle model calls) equals ``energy`` on the same run, with
+    active, precharged and idle cycles unlike each other."""
+    rng = np.random.default_rng(5)
+    counts = rng.integers(0, 50, size=(3, len(Command)))
+    stats = np.array([[10, 200, 3000], [40, 500, 6000], [70, 800, 9000]])
+    by_name = {ch: {c.name: int(counts[ch, int(c)]) for c in Command} for ch in range(3)}
+    states = {ch: dict(zip(("active", "precharged", "idle"), map(int, stats[ch])))
+              for ch in range(3)}
+    for standby in STANDBY:
+        assert energy_arrays(counts, stats, 12_345, ODD, standby).components == pytest.approx(
+            energy(by_name, states, 12_345, ODD, standby).components, rel=1e-12)
+    assert energy_arrays(counts, stats, 12_345, ODD).total == pytest.approx(
+        energy(by_name, states, 12_345, ODD).total, rel=1e-12)
+
+
+def test_activations_count_every_bank_opened():
+    assert activations({0: {"ACT": 3, "RD": 9}, 5: {"ACT16": 2, "ACT4": 1}, 7: {}}) == 39
+    assert activations({}) == 0
+
+
+def test_the_records_are_plain_values():
+    """Constants cannot be changed in place; a result starts empty and totals its terms."""
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        CONSTANTS.p_act = 1.0  # type: ignore[misc]
+    assert not hasattr(CONSTANTS, "__dict__") and not hasattr(Energy(), "__dict__")
+    assert Energy().components == {} and Energy().total == 0
+    assert Energy({"act": 1.5, "dq": 2.0}).total == 3.5
 
 
 # -- against CENT's own power calculator ---------------------------------------------------------

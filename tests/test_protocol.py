@@ -27,14 +27,19 @@ from patton.sim.device import AF_ROW_BASE, DEVICE
 from patton.sim.functional import FunctionalModel, ProtocolError
 from patton.sim.isa import Cfr, Command
 from patton.sim.protocol import (
+    COLUMN,
     LUT_ROWS,
     PAYLOAD,
     RULES,
+    Action,
+    CommandRule,
     Need,
     Operand,
     RegisterMode,
     State,
     Targets,
+    column_limit,
+    column_limits,
     consistent,
     legal_row,
 )
@@ -349,3 +354,93 @@ def test_rtl_refuses_the_same_commands(player, sequence):
     models = flags([sequence[i] for i in kept])
     assert rtl == models, [(n, sequence[kept[n]], by_cycle.get(timed[kept[n]].cycle))
                            for n in sorted(rtl ^ models)]
+
+
+# -- the rules' own checks and small helpers (mutation testing found them untested) ----------
+
+
+@pytest.mark.parametrize("rule, said", [
+    (dict(targets=Targets.NONE, need=Need.OPEN),
+     "a command without banks has no row prerequisite"),
+    (dict(targets=Targets.BANK, need=Need.FREE, partner=True),
+     "partner and LUT conditions refine an open-row prerequisite"),
+    (dict(targets=Targets.BANK, need=Need.FREE, lut=True),
+     "partner and LUT conditions refine an open-row prerequisite"),
+    (dict(targets=Targets.BANK, need=Need.FREE, action=Action.OPEN, row=Operand.OPTIONAL),
+     "a command that opens a row must name it"),
+])
+def test_a_rule_that_breaks_an_invariant_is_refused(rule, said):
+    with pytest.raises(ValueError) as error:
+        CommandRule(**rule)
+    assert str(error.value) == said
+
+
+def test_a_rule_states_only_what_it_changes():
+    """The defaults: no row condition, no action, normal mode, no row, column or payload."""
+    rule = CommandRule(Targets.BANK)
+    assert (rule.need, rule.action, rule.mode, rule.row, rule.columns, rule.payload,
+            rule.partner, rule.lut) == (Need.ANY, Action.NONE, RegisterMode.NORMAL, Operand.NO,
+                                        None, False, False, False)
+    assert rule.bank and CommandRule(Targets.GROUP).bank
+    assert not CommandRule(Targets.ALL).bank and not CommandRule(Targets.NONE).bank
+
+
+def test_the_commands_that_carry_host_words():
+    """The writes that take 16 host words from the bus (``docs/protocol.md``)."""
+    assert PAYLOAD == {Command.WR, Command.WRA, Command.WRA16, Command.WRGB, Command.WRMAC16}
+
+
+@pytest.mark.parametrize("row", [True, False, np.bool_(True), 1.0, 1.5, "1", None, [1]])
+def test_a_row_that_is_not_an_integer_is_not_a_row(row):
+    assert not legal_row(DEVICE, row)
+
+
+@pytest.mark.parametrize("row", [0, np.int64(1), np.int32(DEVICE.rows - 1), np.uint16(7)])
+def test_numpy_integers_are_rows(row):
+    assert legal_row(DEVICE, row)
+
+
+def test_column_limits_by_command():
+    limits = column_limits(DEVICE)
+    assert len(limits) == len(Command)
+    for command in Command:
+        if command in COLUMN:
+            assert limits[int(command)] == column_limit(DEVICE, command) > 0
+        else:
+            assert limits[int(command)] == 0
+            with pytest.raises(ValueError, match=f"^{command.name} takes no column$"):
+                column_limit(DEVICE, command)
+    assert column_limit(DEVICE, Command.RD) == DEVICE.columns
+    assert column_limit(DEVICE, Command.WRGB) == DEVICE.gb_columns
+    assert column_limit(DEVICE, Command.MAC16) == min(DEVICE.columns, DEVICE.gb_columns)
+
+
+def _opened(rows: dict[int, int], reg_mode: bool = False) -> State:
+    state = State(DEVICE, reg_mode=reg_mode)
+    for bank, row in rows.items():
+        state.open_rows[bank] = row
+    return state
+
+
+@pytest.mark.parametrize("rows, call, said", [
+    ({2: 5}, dict(command=Command.MAC, bank=2, row=5, col=0, broadcast=True),
+     "MAC under CFR BROADCAST = 1 reads its vector from partner bank 3, but bank 3 has no "
+     "open row (closed), not row 5"),
+    ({2: 5, 3: 7}, dict(command=Command.MAC, bank=2, row=5, col=0, broadcast=True),
+     "MAC under CFR BROADCAST = 1 reads its vector from partner bank 3, but bank 3 has row 7 "
+     "open, not row 5"),
+    ({}, dict(command=Command.RD, bank=4, col=0), "RD: bank 4 has no open row"),
+    ({4: 9}, dict(command=Command.RD, bank=4, row=8, col=0), "RD: bank 4 has row 9 open, not 8"),
+    ({1: 3}, dict(command=Command.ACT, bank=1, row=4), "ACT row 4: bank 1 has another row (3) "
+     "open; precharge first"),
+    ({6: 2}, dict(command=Command.REFab), "REFab needs its banks precharged (bank 6 has row 2 "
+     "open)"),
+    ({}, dict(command=Command.RDMAC16), "RDMAC16 issued in normal mode"),
+    ({}, dict(command=Command.RD, bank=DEVICE.banks, col=0),
+     f"RD: bank {DEVICE.banks} outside 0..{DEVICE.banks - 1}"),
+    ({}, dict(command=Command.RD, bank=0, row="x", col=0), "RD: row 'x' is not an integer"),
+    ({0: 1}, dict(command=Command.RD, bank=0, col=DEVICE.columns),
+     f"RD: column {DEVICE.columns} outside 0..{DEVICE.columns - 1}"),
+])
+def test_what_a_violation_says(rows, call, said):
+    assert _opened(rows).check(**call) == said
