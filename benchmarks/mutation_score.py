@@ -1,6 +1,6 @@
 """Mutation score of a core module against its own test file.
 
-mutmut (2.5.1, ``pip install mutmut==2.5.1``) makes the mutants: every edit of its mutation
+mutmut (2.5.1: ``pip install -e .[mutation]``) makes the mutants: every edit of its mutation
 operators, one at a time. Each mutant is run by ``tests/mutate.py`` (the module compiled with
 the edit in place of the real one, the working tree untouched), so that mutants run side by
 side, ``--jobs`` at a time. A mutant is killed when the test file fails on it, or cannot
@@ -25,7 +25,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from mutmut import Context, list_mutations, mutate
+try:
+    from mutmut import Context, list_mutations, mutate
+except ImportError:
+    sys.exit("mutation_score.py needs mutmut 2.5.1: pip install -e .[mutation]")
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The packages' folders under the import name ``patton`` (pyproject.toml's package-dir).
