@@ -130,6 +130,20 @@ def _nj(name: str, key: str | None = None) -> Callable[[], str]:
     return made
 
 
+def _sensitivity(axis: str, metric: str) -> Callable[[], str]:
+    """One figure of the sensitivity's row for ``axis`` (``none``: the paper configuration)."""
+    def made() -> str:
+        row = next(r for r in record("repro-12000")["sensitivity"]["rows"] if r["axis"] == axis)
+        value = row[metric]
+        return _pct(value) if "reduction" in metric else _x(value)
+    return made
+
+
+#: The sensitivity's rows (the axis each changes) and figures, as the README's table has them.
+_AXES = ("none", "frontend", "timing", "wo_cz_write", "standby", "context", "gpu")
+_METRICS = ("fig7_speedup_all", "fig7_energy_gain_all", "fig8_latency_reduction",
+            "fig8_energy_reduction", "fig8_value_write_speedup")
+
 #: Number name -> how it is made from the records.
 NUMBERS: dict[str, Callable[[], str]] = {
     # README, "Energy": the public micro trace under both standby accountings
@@ -161,6 +175,12 @@ NUMBERS: dict[str, Callable[[], str]] = {
     "micro.fragmentation": lambda: (
         f"{_x(record('repro-12000')['micro']['fragmentation_latency'])} / "
         f"{_x(record('repro-12000')['micro']['fragmentation_energy'])}"),
+    # README, what each assumption does: patton repro sensitivity (2,000 steps)
+    **{f"sens.{axis}.{metric}": _sensitivity(axis, metric)
+       for axis in _AXES for metric in _METRICS},
+    "sens.closest": lambda: ", ".join(
+        (_pct if "reduction" in m else _x)(record("repro-12000")["sensitivity"]["closest"][m])
+        for m in _METRICS),
 }
 
 
