@@ -150,3 +150,41 @@ def test_no_granule_left_is_a_capacity_error_that_changes_nothing():
     with pytest.raises(CapacityError, match="no free O2"):
         alloc.plan(requests)
     assert state(alloc) == before
+
+
+def test_ties_on_load_go_round_robin_from_the_channel_after_the_last_bound():
+    alloc = Allocator(CONFIG)
+    bound = [grow(alloc, r, 1)[0] for r in range(5)]  # channels 0, 1, 2, 3, 0
+    assert alloc.channel_load == [2, 1, 1, 1] and alloc.rr == 1
+    alloc.release_key(bound[4].o2k, bound[4].k_slot)  # every channel at 1; rr still 1
+    assert alloc.channel_load == [1, 1, 1, 1]
+    assert alloc.plan(9).k_slot % 4 == 1  # channel 1 first, not channel 0
+
+
+def test_a_full_granule_released_leaves_the_requests_open_one_open():
+    alloc = Allocator(CONFIG)
+    blocks = grow(alloc, 1, 17)  # O2K 0 full, O2K 1 open
+    assert alloc.open_k == {1: 1} and alloc.open_v == {1: 1}
+    for b in blocks[:16]:
+        alloc.release_key(b.o2k, b.k_slot)
+        alloc.release_value(b.o2v, b.v_index)
+    assert 0 not in alloc.o2k and 0 not in alloc.o2v
+    assert alloc.open_k == {1: 1} and alloc.open_v == {1: 1}
+
+
+def test_disowning_clears_every_granule_the_request_owned():
+    alloc = Allocator(CONFIG)
+    grow(alloc, 1, 17)  # a full O2K and O2V, and open ones
+    alloc.disown(1)
+    assert [o.owner for o in alloc.o2k.values()] == [None, None]
+    assert [o.owner for o in alloc.o2v.values()] == [None, None]
+    assert alloc.open_k == {} and alloc.open_v == {}
+
+
+def test_a_requests_free_blocks_when_the_value_side_is_the_smaller():
+    alloc = Allocator(CONFIG)
+    grow(alloc, 1, 3)
+    while alloc.vrs.free * 16 >= alloc.krs.free * 16:
+        alloc.vrs.take()
+    assert alloc.free_blocks_for(1) == alloc.vrs.free * 16 + 13
+    assert alloc.free_blocks() == alloc.vrs.free * 16

@@ -274,9 +274,33 @@ def test_a_miss_run_again_follows_the_trace_of_the_last_one():
     cache.run(program, again=True)
     assert cache.followed == 0
     followed = cache.run(program, other)
-    assert (cache.misses, cache.followed) == (2, 1)
+    assert (cache.misses, cache.followed, cache.checked) == (2, 1, 1)
     assert _cost(followed) == _cost(CycleModel().run(program, other))
     plain = CostCache()
     plain.run(program)  # not traced: nothing to follow
     plain.run(program, other)
     assert plain.followed == 0
+
+
+@pytest.mark.parametrize("model", [dict(memo=True), dict(native=False)],
+                         ids=["memo", "python"])
+def test_misses_on_a_memo_or_python_model_cost_what_a_full_run_costs(model):
+    """A model with a memo (segments reused across programs; every miss checked under
+    ``check=1``) and the Python model (no decode, no trace) behind the cache."""
+    programs = [random_program(np.random.default_rng(s), 30, channels=4, rows=3)
+                for s in (20, 21)]
+    cache = CostCache(CycleModel(**model), check=1.0)
+    for program in programs + programs[:1]:
+        assert _cost(cache.run(program)) == _cost(CycleModel().run(program))
+    checked = 2 + 1 if "memo" in model else 1  # misses partly from the memo; the hit
+    assert (cache.hits, cache.misses, cache.checked, cache.followed) == (1, 2, checked, 0)
+
+
+def test_a_share_of_the_hits_is_checked_as_the_seeded_draw_says():
+    program = random_program(np.random.default_rng(6), 20, channels=2, rows=2)
+    cache = CostCache(check=0.5, seed=3)
+    for _ in range(41):
+        cache.cost(program)
+    draws = np.random.default_rng(3).random(41)  # one draw per call: the miss, then 40 hits
+    assert cache.checked == int((draws < 0.5).sum())
+    assert 0 < cache.checked < 41

@@ -441,6 +441,31 @@ def _opened(rows: dict[int, int], reg_mode: bool = False) -> State:
     ({}, dict(command=Command.RD, bank=0, row="x", col=0), "RD: row 'x' is not an integer"),
     ({0: 1}, dict(command=Command.RD, bank=0, col=DEVICE.columns),
      f"RD: column {DEVICE.columns} outside 0..{DEVICE.columns - 1}"),
+    ({}, dict(command=Command.ACT, bank=0, row=-5),
+     f"ACT: row -5 outside 0..{DEVICE.rows - 1} and the LUT rows "
+     f"{AF_ROW_BASE}..{AF_ROW_BASE + LUT_ROWS - 1}"),
+    ({}, dict(command=Command.MAC16, col=0),
+     "MAC16 needs one row open in all banks; open rows " + str([-1] * DEVICE.banks)),
+    ({b: 4 for b in range(DEVICE.banks)}, dict(command=Command.MAC16, row=5, col=0),
+     "MAC16: row 4 is open, not 5"),
+    ({b: 4 for b in range(DEVICE.banks)}, dict(command=Command.AF16),
+     f"AF16 needs a LUT row ({AF_ROW_BASE} + AFM) open, not 4"),
+    ({0: 3}, dict(command=Command.ACT16, row=4),
+     "ACT16 row 4: bank 0 has another row (3) open; precharge first"),
+    ({0: 3}, dict(command=Command.REFab), "REFab needs its banks precharged (bank 0 has row 3 "
+     "open)"),
 ])
 def test_what_a_violation_says(rows, call, said):
     assert _opened(rows).check(**call) == said
+
+
+def test_a_mac_reads_its_partner_bank_only_under_broadcast():
+    state = _opened({2: 5})
+    assert state.check(Command.MAC, bank=2, row=5, col=0) is None  # broadcast off by default
+    assert state.check(Command.MAC, bank=2, row=5, col=0, broadcast=True) is not None
+
+
+def test_a_state_of_the_wrong_size_is_refused():
+    with pytest.raises(ValueError) as error:
+        State(DEVICE, open_rows=np.full(3, -1))
+    assert str(error.value) == f"3 open rows for {DEVICE.banks} banks"
