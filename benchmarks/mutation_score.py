@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import json
-import os
-import subprocess
+import importlib.util
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -31,6 +29,10 @@ except ImportError:
     sys.exit("mutation_score.py needs mutmut 2.5.1: pip install -e .[mutation]")
 
 ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("mutate", ROOT / "tests" / "mutate.py")
+assert _spec is not None and _spec.loader is not None
+mutate_plugin = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(mutate_plugin)
 #: The packages' folders under the import name ``patton`` (pyproject.toml's package-dir).
 PACKAGES = {"sim": "patton.sim", "serving": "patton.serving", "runtime": "patton.runtime",
             "eval": "patton.eval", "hw": "patton.hw", "tb": "patton.tb"}
@@ -71,11 +73,7 @@ def mutants(path: Path) -> list[tuple[int, str, str]]:
 
 def run(module: str, tests: list[str], old: str, new: str) -> str:
     """``killed``, ``survived`` or ``error`` (the edit did not apply)."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "tests"),
-               PATTON_MUTANT=json.dumps({"module": module, "old": old, "new": new}))
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-n0", "-p", "mutate",
-                           "-p", "no:cacheprovider", "-m", MARKS, *tests], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=1800)
+    done = mutate_plugin.run(module, old, new, tests, MARKS)
     if done.returncode == 0:
         return "survived"
     if "not once" in done.stdout + done.stderr:

@@ -32,6 +32,7 @@ from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
+from patton.eval.paper import BASELINES  # Fig. 7's prior layouts, in the paper's order
 from patton.eval.repro import without_wall_times  # the wall-time fields, left out of records
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -94,11 +95,9 @@ def _fig7(key: str, models: tuple[str, ...] | None = None) -> Callable[[], str]:
         fig7 = record("repro-12000")["fig7"]
         if models is None:
             gains = fig7[key]
-            return (_slash([gains[b] for b in ("neupims", "pimphony", "attacc", "blockpim")])
-                    + f" ({_x(gains['all'])})")
+            return _slash([gains[b] for b in BASELINES]) + f" ({_x(gains['all'])})"
         per = [fig7["per_model"][m][key] for m in models]
-        return _slash([sum(p[b] for p in per) / len(per)
-                       for b in ("neupims", "pimphony", "attacc", "blockpim")])
+        return _slash([sum(p[b] for p in per) / len(per) for b in BASELINES])
     return made
 
 
@@ -109,9 +108,12 @@ def _writes(model: str, timing: str, key: str, digits: int = 2) -> Callable[[], 
 
 
 def _fig8(key: str) -> Callable[[], str]:
-    fig8 = lambda: record("repro-12000")["fig8"]  # noqa: E731
-    fmt = (lambda v: _x(v)) if "speedup" in key else _pct
-    return lambda: f"{fmt(fig8()['shared'][key])} / {fmt(fig8()['per_channel'][key])}"
+    """A Fig. 8 figure on the shared / per-channel front end."""
+    def made() -> str:
+        fig8 = record("repro-12000")["fig8"]
+        fmt = _x if "speedup" in key else _pct
+        return f"{fmt(fig8['shared'][key])} / {fmt(fig8['per_channel'][key])}"
+    return made
 
 
 def _fig9(load: str) -> Callable[[], str]:

@@ -8,6 +8,7 @@ in every run, not only on a fresh clone without it.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import signal
@@ -26,6 +27,17 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 #: The public simulator's traces and results (``tests/data/aim/README.md`` says where from).
 TRACES = Path(__file__).resolve().parent / "data" / "aim"
+#: The real-vLLM golden runs (``benchmarks/record_vllm_golden.py``).
+GOLDEN_DIR = Path(__file__).resolve().parent / "data" / "serving" / "golden"
+
+
+def golden_runs(prefix_caching: bool) -> list[Path]:
+    """The golden runs recorded with vLLM's prefix caching on (or off), by name."""
+    return [path for path in sorted(GOLDEN_DIR.glob("*.json.gz"))
+            if json.loads(gzip.decompress(path.read_bytes()))["params"].get(
+                "enable_prefix_caching", True) is prefix_caching]
+
+
 #: The folder beside the checkout that the suite must not read.
 OUTSIDE = str(Path(__file__).resolve().parents[2] / "shared") + os.sep
 

@@ -2,23 +2,17 @@
 
 Each mutant is one edit of one core module. The test runs that module's own test file on the
 mutant (``tests/mutate.py`` loads it in place of the real module, in a process of its own;
-the working tree is not touched) and requires a failure. The first four are the bugs an
-audit found getting through (issue 39; ``docs/testing.md``); the others are survivors of a
-mutation-testing run (mutmut) that the module's tests now kill.
+the working tree is not touched) and requires a failure. They are the bugs an audit found
+getting through other files' tests (``docs/testing.md``); ``benchmarks/mutation_score.py``
+measures each core module against every mutant mutmut makes.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
-
-TESTS = Path(__file__).resolve().parent
+from mutate import TESTS, run
 
 
 @dataclass(frozen=True)
@@ -47,23 +41,9 @@ MUTANTS = [
 ]
 
 
-def run(mutant: Mutant | None, tests: str) -> subprocess.CompletedProcess:
-    """``pytest tests/<tests>`` in a process of its own, on ``mutant`` (or the real code)."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(TESTS), *filter(None, [os.environ.get("PYTHONPATH")])]))
-    env.pop("PATTON_MUTANT", None)
-    if mutant is not None:
-        env["PATTON_MUTANT"] = json.dumps({"module": mutant.module, "old": mutant.old,
-                                           "new": mutant.new})
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-n0", "-p", "mutate",
-                           "-p", "no:cacheprovider", str(TESTS / tests)],
-                          capture_output=True, text=True, cwd=TESTS.parent, env=env,
-                          timeout=600)
-
-
 @pytest.mark.parametrize("mutant", MUTANTS, ids=[m.name for m in MUTANTS])
 def test_the_modules_own_tests_catch_the_mutant(mutant: Mutant) -> None:
-    done = run(mutant, mutant.tests)
+    done = run(mutant.module, mutant.old, mutant.new, [TESTS / mutant.tests])
     # 1: tests failed (2 would be an error loading the mutant, which proves nothing)
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     assert " failed" in done.stdout.splitlines()[-1], done.stdout[-3000:]
@@ -72,7 +52,6 @@ def test_the_modules_own_tests_catch_the_mutant(mutant: Mutant) -> None:
 def test_a_mutant_that_does_not_apply_is_an_error_not_a_kill() -> None:
     """An edit that is not in the source (the code moved on) stops the run: the mutant list
     cannot go stale into green."""
-    stale = Mutant("stale", "patton.sim.energy", "no such text", "x", "test_energy.py")
-    done = run(stale, "test_energy.py")
+    done = run("patton.sim.energy", "no such text", "x", [TESTS / "test_energy.py"])
     assert done.returncode not in (0, 1)
     assert "occurs 0 times, not once" in done.stdout + done.stderr

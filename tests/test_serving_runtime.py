@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import golden_runs
 from drive import serve as drive
 from patton.runtime.baselines import BASELINES
 from patton.runtime.models import MODELS
@@ -35,9 +36,7 @@ from patton.serving.interface import Engine, EngineParams, Request, StepOutput
 
 ROOT = Path(__file__).resolve().parent.parent
 #: The golden runs with vLLM's prefix caching on (the GPU runtime's setting).
-GOLDEN = [p for p in sorted((ROOT / "tests/data/serving/golden").glob("*.json.gz"))
-          if json.loads(gzip.decompress(p.read_bytes()))["params"].get("enable_prefix_caching",
-                                                                        True)]
+GOLDEN = golden_runs(prefix_caching=True)
 LLAMA = MODELS["llama3-8b"]
 FILE = ROOT / "tests/data/serving/sharegpt-llama3-300.jsonl"
 

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import golden_runs
 from drive import serve
 from patton.serving.conversations import read
 from patton.serving.events import BlockEvent
@@ -27,9 +28,7 @@ from patton.serving.vllm_engine import cdiv
 
 ROOT = Path(__file__).resolve().parent.parent
 #: The golden runs with prefix caching on (the block-pool event hooks are written for it).
-GOLDEN = [p for p in sorted((ROOT / "tests/data/serving/golden").glob("*.json.gz"))
-          if json.loads(gzip.decompress(p.read_bytes()))["params"].get("enable_prefix_caching",
-                                                                        True)]
+GOLDEN = golden_runs(prefix_caching=True)
 FILE = str(ROOT / "tests/data/serving/sharegpt-llama3-300.jsonl")
 #: (golden configuration, num_blocks, variant, steps) at which the runtime refuses blocks:
 #: refusals with placement evictions, with preemptions, and refusals that fail allocations
