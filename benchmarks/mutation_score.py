@@ -7,10 +7,13 @@ side, ``--jobs`` at a time. A mutant is killed when the test file fails on it, o
 even load it; it survives when every test passes.
 
     python benchmarks/mutation_score.py sim/energy.py tests/test_energy.py [MORE_TESTS ...]
-        [--jobs 2] [--survivors]
+        [--jobs 2] [--survivors] [--rerun LOG]
 
 Prints the counts and the score, and with ``--survivors`` each surviving edit (line, old,
-new). ``docs/testing.md`` has the figures.
+new). ``--rerun LOG`` runs only the mutants a previous ``--survivors`` output (LOG) lists as
+surviving, matched by their edit, not their line: the quick check after adding tests. Lines
+marked ``# pragma: no mutate`` are not mutated (mutmut's convention): the modules mark
+equivalent mutants that way, each with its reason. ``docs/testing.md`` has the figures.
 """
 
 from __future__ import annotations
@@ -71,6 +74,25 @@ def mutants(path: Path) -> list[tuple[int, str, str]]:
     return out
 
 
+def edit(old: str, new: str) -> str:
+    """The edit as ``--survivors`` prints it: ``-old line | +new line``, the lines that
+    differ."""
+    diff = [d for d in difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="",
+                                            n=0)
+            if d[:1] in "+-" and d[:3] not in ("+++", "---")]
+    return " | ".join(diff)
+
+
+def survivors(log: Path) -> set[str]:
+    """The edits a ``--survivors`` output lists (``  line N: EDIT``)."""
+    out = set()
+    for text in log.read_text().splitlines():
+        head, sep, rest = text.partition(": ")
+        if sep and head.strip().startswith("line ") and head.strip()[5:].isdigit():
+            out.add(rest)
+    return out
+
+
 def run(module: str, tests: list[str], old: str, new: str) -> str:
     """``killed``, ``survived`` or ``error`` (the edit did not apply)."""
     done = mutate_plugin.run(module, old, new, tests, MARKS)
@@ -87,9 +109,16 @@ def main() -> int:
     ap.add_argument("tests", nargs="+", help="its test file(s), e.g. tests/test_energy.py")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--survivors", action="store_true", help="print each surviving edit")
+    ap.add_argument("--rerun", type=Path, metavar="LOG",
+                    help="run only the mutants LOG (a --survivors output) lists as surviving")
     args = ap.parse_args()
     module = module_name(args.module)
     found = mutants(ROOT / args.module)
+    if args.rerun is not None:
+        if not args.rerun.is_file():
+            sys.exit(f"mutation_score.py: {args.rerun}: no such file")
+        wanted = survivors(args.rerun)
+        found = [m for m in found if edit(m[1], m[2]) in wanted]
     started = time.perf_counter()
     print(f"{args.module}: {len(found)} mutants, {' '.join(args.tests)}", file=sys.stderr,
           flush=True)
@@ -110,10 +139,7 @@ def main() -> int:
     if args.survivors:
         for (line, old, new), result in zip(found, results):
             if result == "survived":
-                diff = [d for d in difflib.unified_diff(old.splitlines(), new.splitlines(),
-                                                        lineterm="", n=0)
-                        if d[:1] in "+-" and d[:3] not in ("+++", "---")]
-                print(f"  line {line}: " + " | ".join(diff))
+                print(f"  line {line}: {edit(old, new)}")
     return 0
 
 

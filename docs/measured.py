@@ -4,186 +4,65 @@ A number a command produces is written in the text between two markers,
 
     <!-- n NAME -->12.8x<!-- /n -->
 
-and :data:`NUMBERS` says how ``NAME`` is made from a record: a JSON file a command wrote.
-The markers do not show when the Markdown is rendered. Two kinds of record:
+and the text's module under ``docs/sources/`` says how ``NAME`` is made from a record: a
+JSON file a command wrote. The markers do not show when the Markdown is rendered. Three kinds
+of record:
 
-- quick ones, under ``docs/records/``, that this script makes by running :data:`RECORDS`'
-  commands (seconds to a minute each); ``tests/test_docs_numbers.py`` makes them again in CI
-  and requires them equal to the stored ones, so the code cannot drift from them silently;
-- full-scale ones, the ``patton repro`` results under ``docs/img/`` (half an hour), made by
-  the command their page names.
+- quick ones, under ``docs/records/``, that this script makes by running their commands
+  (seconds to a minute each); ``tests/test_docs_measured.py`` makes them again in CI and
+  requires them equal to the stored ones, so the code cannot drift from them silently;
+- timed ones, under ``docs/records/timed/``: runs whose figures are wall times on this
+  machine (the demo on its RTL channels, from a cached and from an empty build folder),
+  made with ``--timed`` on a quiet machine. Their figures that do not depend on the machine
+  are checked against today's code by ``tests/test_docs_measured.py``;
+- stored ones: the full-scale ``patton repro`` results under ``docs/img/`` (half an hour),
+  made by the command their page names, and reference data the tests compare with.
+
+A whole block (a table, a command's output) is written the same way, between
+``<!-- block NAME -->`` and ``<!-- /block -->`` on lines of their own.
 
     python docs/measured.py            # fill every marked number in from the records
     python docs/measured.py --check    # list the numbers the text and the records disagree on
     python docs/measured.py --records  # run RECORDS' commands again, then fill in
+    python docs/measured.py --timed    # run TIMED's commands again (a quiet machine), fill in
 
 ``--check`` exits 1 and names ``file:line`` of each number that differs;
-``tests/test_docs_numbers.py`` runs it.
+``tests/test_docs_measured.py`` runs it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import subprocess
 import sys
-from collections.abc import Callable
-from functools import cache
+import tempfile
 from pathlib import Path
 
-from patton.eval.paper import BASELINES  # Fig. 7's prior layouts, in the paper's order
-from patton.eval.repro import without_wall_times  # the wall-time fields, left out of records
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # docs/sources, as ``sources``
 
-ROOT = Path(__file__).resolve().parents[1]
-#: The quick records.
-RECORDS_DIR = ROOT / "docs" / "records"
+from patton.eval.repro import without_wall_times  # noqa: E402 (the wall-time fields)
+from sources.common import (  # noqa: E402
+    RECORDS_DIR,
+    ROOT,
+    TIMED_DIR,
+    NumbersError,
+    record,
+    registry,
+)
+
+__all__ = ["BLOCKS", "NUMBERS", "RECORDS", "STORED", "TIMED", "NumbersError", "fill",
+           "make_records", "make_timed", "record"]
+
 #: The texts whose numbers are filled in.
 TEXTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-
-_MICRO_MACAB = "tests/data/aim/micro_macab_1024_16banks.trace"
-_VALUE_WRITES = "benchmarks/runtime_value_writes.py"
-
-#: Quick record name -> the command (run from the repository's root) whose JSON output it is.
-RECORDS: dict[str, list[str]] = {
-    "aim-micro_macab": ["-m", "patton.cli", "aim", "run", _MICRO_MACAB, "--json"],
-    "aim-micro_macab-cent": ["-m", "patton.cli", "aim", "run", _MICRO_MACAB, "--standby",
-                             "cent", "--json"],
-    "value-writes-llama3-8b": [_VALUE_WRITES, "--model", "llama3-8b", "--requests", "32",
-                               "--steps", "32", "--json"],
-    "value-writes-opt-6.7b": [_VALUE_WRITES, "--model", "opt-6.7b", "--requests", "8",
-                              "--steps", "32", "--json"],
-}
-
-#: Full-scale record name -> its file.
-FULL = {"repro-12000": ROOT / "docs" / "img" / "repro-12000.json"}
+#: Every text's numbers, blocks and records (``docs/sources/``).
+NUMBERS, BLOCKS, RECORDS, TIMED, STORED = registry()
 
 _MARK = re.compile(r"<!-- n ([\w.-]+) -->(.*?)<!-- /n -->")
-
-
-class NumbersError(Exception):
-    """A marker names no number, or a record is missing (the message names the place)."""
-
-
-@cache
-def record(name: str) -> dict:
-    """The record ``name`` (a quick one's command output, or a full-scale result)."""
-    path = FULL.get(name, RECORDS_DIR / f"{name}.json")
-    if not path.is_file():
-        raise NumbersError(f"{path.relative_to(ROOT)}: no such record (make it with "
-                           + ("python docs/measured.py --records)" if name in RECORDS
-                              else "the command its page names)"))
-    data = json.loads(path.read_text())
-    return data["output"] if name in RECORDS else data
-
-
-def _x(value: float, digits: int = 2) -> str:
-    return f"{value:.{digits}f}x"
-
-
-def _pct(value: float) -> str:
-    return f"{100 * value:.1f} %"
-
-
-def _slash(values: list[float], unit: str = "x") -> str:
-    return " / ".join(f"{v:.2f}" for v in values) + unit
-
-
-def _fig7(key: str, models: tuple[str, ...] | None = None) -> Callable[[], str]:
-    """Fig. 7's gains over NeuPIMs / PIMphony / AttAcc / BlockPIM, then the overall one."""
-    def made() -> str:
-        fig7 = record("repro-12000")["fig7"]
-        if models is None:
-            gains = fig7[key]
-            return _slash([gains[b] for b in BASELINES]) + f" ({_x(gains['all'])})"
-        per = [fig7["per_model"][m][key] for m in models]
-        return _slash([sum(p[b] for p in per) / len(per) for b in BASELINES])
-    return made
-
-
-def _writes(model: str, timing: str, key: str, digits: int = 2) -> Callable[[], str]:
-    """A no-CZ-over-CZ ratio of the Value-write benchmark (per-bank ``W MEM``)."""
-    return lambda: _x(record(f"value-writes-{model}")["timing"][timing]["no_cz_mem_over_cz"]
-                      [key], digits)
-
-
-def _fig8(key: str) -> Callable[[], str]:
-    """A Fig. 8 figure on the shared / per-channel front end."""
-    def made() -> str:
-        fig8 = record("repro-12000")["fig8"]
-        fmt = _x if "speedup" in key else _pct
-        return f"{fmt(fig8['shared'][key])} / {fmt(fig8['per_channel'][key])}"
-    return made
-
-
-def _fig9(load: str) -> Callable[[], str]:
-    def made() -> str:
-        hits = record("repro-12000")["fig9"][load]
-        return (" / ".join(f"{100 * hits[r]:.2f}" for r in ("gpu", "patton", "patton-no-o2v"))
-                + f" %; {100 * hits['ceiling']:.2f} %")
-    return made
-
-
-def _nj(name: str, key: str | None = None) -> Callable[[], str]:
-    """A run's energy (``patton aim run --json``): the total, or one component."""
-    def made() -> str:
-        run = record(name)
-        return f"{run['energy_nj'] if key is None else run['energy_breakdown_nj'][key]:,.0f} nJ"
-    return made
-
-
-def _sensitivity(axis: str, metric: str) -> Callable[[], str]:
-    """One figure of the sensitivity's row for ``axis`` (``none``: the paper configuration)."""
-    def made() -> str:
-        row = next(r for r in record("repro-12000")["sensitivity"]["rows"] if r["axis"] == axis)
-        value = row[metric]
-        return _pct(value) if "reduction" in metric else _x(value)
-    return made
-
-
-#: The sensitivity's rows (the axis each changes) and figures, as the README's table has them.
-_AXES = ("none", "frontend", "timing", "wo_cz_write", "standby", "context", "gpu")
-_METRICS = ("fig7_speedup_all", "fig7_energy_gain_all", "fig8_latency_reduction",
-            "fig8_energy_reduction", "fig8_value_write_speedup")
-
-#: Number name -> how it is made from the records.
-NUMBERS: dict[str, Callable[[], str]] = {
-    # README, "Energy": the public micro trace under both standby accountings
-    "energy.micro_macab": _nj("aim-micro_macab"),
-    "energy.micro_macab.standby": _nj("aim-micro_macab", "standby"),
-    "energy.micro_macab.cent": _nj("aim-micro_macab-cent"),
-    # README, the PATTON runtime: the Value-write benchmark, head timing and CENT's
-    "writes.llama.activations": _writes("llama3-8b", "aimsim-0f28a07", "activations", 1),
-    "writes.llama.cycles": _writes("llama3-8b", "aimsim-0f28a07", "cycles"),
-    "writes.opt.cycles": _writes("opt-6.7b", "aimsim-0f28a07", "cycles"),
-    "writes.llama.activations.2eb1ee0": _writes("llama3-8b", "aimsim-2eb1ee0", "activations",
-                                                1),
-    "writes.llama.cycles.2eb1ee0": _writes("llama3-8b", "aimsim-2eb1ee0", "cycles"),
-    "writes.opt.activations": _writes("opt-6.7b", "aimsim-0f28a07", "activations", 1),
-    "writes.opt.activations.2eb1ee0": _writes("opt-6.7b", "aimsim-2eb1ee0", "activations", 1),
-    "writes.opt.cycles.2eb1ee0": _writes("opt-6.7b", "aimsim-2eb1ee0", "cycles"),
-    # README, the paper's evaluation: patton repro all under the paper configuration
-    "fig7.speedup": _fig7("speedup"),
-    "fig7.energy": _fig7("energy_gain"),
-    "fig7.speedup.llama3-8b": _fig7("speedup", ("llama3-8b",)),
-    "fig7.speedup.qwen3-8b": _fig7("speedup", ("qwen3-8b",)),
-    "fig7.speedup.mha": _fig7("speedup", ("opt-6.7b", "qwen1.5-7b")),
-    "fig8.latency": _fig8("latency_reduction_vs_wo_cz"),
-    "fig8.energy": _fig8("energy_reduction_vs_wo_cz"),
-    "fig8.writes": _fig8("value_write_speedup_vs_wo_cz"),
-    "fig9.normal": _fig9("normal"),
-    "fig9.pressure": _fig9("pressure"),
-    "micro.activations": lambda: _x(record("repro-12000")["micro"]["cz_activation_reduction"]),
-    "micro.fragmentation": lambda: (
-        f"{_x(record('repro-12000')['micro']['fragmentation_latency'])} / "
-        f"{_x(record('repro-12000')['micro']['fragmentation_energy'])}"),
-    # README, what each assumption does: patton repro sensitivity (2,000 steps)
-    **{f"sens.{axis}.{metric}": _sensitivity(axis, metric)
-       for axis in _AXES for metric in _METRICS},
-    "sens.closest": lambda: ", ".join(
-        (_pct if "reduction" in m else _x)(record("repro-12000")["sensitivity"]["closest"][m])
-        for m in _METRICS),
-}
+_BLOCK = re.compile(r"<!-- block ([\w.-]+) -->\n(.*?)\n<!-- /block -->", re.S)
 
 
 def fill(text: str, where: str) -> tuple[str, list[str]]:
@@ -207,7 +86,17 @@ def fill(text: str, where: str) -> tuple[str, list[str]]:
             changed.append(f"{where}:{line}: {name} is {value}, the text says {said}")
         return f"<!-- n {name} -->{value}<!-- /n -->"
 
-    return _MARK.sub(made, text), changed
+    def block(match: re.Match) -> str:
+        name, said = match.group(1), match.group(2)
+        line = text.count("\n", 0, match.start()) + 1
+        if name not in BLOCKS:
+            raise NumbersError(f"{where}:{line}: no block named {name!r} (docs/measured.py)")
+        value = BLOCKS[name]()
+        if value != said:
+            changed.append(f"{where}:{line}: block {name} differs from its record")
+        return f"<!-- block {name} -->\n{value}\n<!-- /block -->"
+
+    return _MARK.sub(made, _BLOCK.sub(block, text)), changed
 
 
 def make_records(names: list[str] | None = None, folder: Path = RECORDS_DIR) -> None:
@@ -227,15 +116,44 @@ def make_records(names: list[str] | None = None, folder: Path = RECORDS_DIR) -> 
     record.cache_clear()
 
 
+def make_timed(names: list[str] | None = None, folder: Path = TIMED_DIR) -> None:
+    """Run the commands of :data:`TIMED` (``names``, or all) and store what they write, wall
+    times included (run them on a quiet machine)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in names or list(TIMED):
+        timed = TIMED[name]
+        with tempfile.TemporaryDirectory(prefix="patton-build-") as fresh:
+            env = dict(os.environ, **({"PATTON_BUILD": fresh} if timed.fresh_build else {}))
+            command = ("PATTON_BUILD=EMPTY_FOLDER " if timed.fresh_build else "") + \
+                "python " + " ".join(timed.argv)
+            print(f"timed record {name}: {command}", file=sys.stderr, flush=True)
+            done = subprocess.run([sys.executable, *timed.argv], cwd=ROOT, env=env,
+                                  capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise NumbersError(f"timed record {name}: the command failed:\n"
+                               f"{done.stderr[-2000:]}")
+        output = json.loads(done.stdout if timed.output is None
+                            else (ROOT / timed.output).read_text())
+        stored = {"command": command, "machine": f"{os.cpu_count()} CPUs",
+                  "output": output}
+        (folder / f"{name}.json").write_text(json.dumps(stored, indent=1, sort_keys=True)
+                                             + "\n")
+    record.cache_clear()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument("--check", action="store_true", help="only list the disagreements")
     mode.add_argument("--records", action="store_true", help="make the quick records anew")
+    mode.add_argument("--timed", action="store_true",
+                      help="make the timed records anew (on a quiet machine)")
     args = ap.parse_args()
     try:
         if args.records:
             make_records()
+        if args.timed:
+            make_timed()
         differs: list[str] = []
         for path in TEXTS:
             text = path.read_text()

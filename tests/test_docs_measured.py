@@ -11,6 +11,8 @@ from __future__ import annotations
 import importlib.util
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -34,12 +36,51 @@ def test_the_text_says_what_the_records_say():
 
 
 def test_every_number_and_record_is_used():
-    """No number without a marker in the text, no quick record without a number."""
-    used = set()
+    """No number or block without a marker in the text, no record without its command."""
+    used, blocks = set(), set()
     for path in measured.TEXTS:
         used |= {m.group(1) for m in measured._MARK.finditer(path.read_text())}
+        blocks |= {m.group(1) for m in measured._BLOCK.finditer(path.read_text())}
     assert used == set(measured.NUMBERS)
+    assert blocks == set(measured.BLOCKS)
     assert {p.stem for p in measured.RECORDS_DIR.glob("*.json")} == set(measured.RECORDS)
+    assert {p.stem for p in measured.TIMED_DIR.glob("*.json")} == set(measured.TIMED)
+
+
+#: The demo's figures that only a run on the RTL has, or that count the RTL's side of a
+#: check: its simulators' cycles and times, the mat words compared at the end, and the K/V
+#: elements read back (from the RTL's mats as well as the functional model's: twice as many).
+RTL_ONLY = {"device", "rtl_cycles", "rtl_seconds", "channel_cycles", "rtl_cycles_per_second",
+            "channel_cycles_per_second", "mat_words", "placement_checked", "ready_seconds"}
+#: Wall times.
+WALL = {"seconds", "wall_seconds"}
+
+
+@pytest.mark.parametrize("name", list(measured.TIMED))
+def test_a_timed_demo_record_is_what_the_models_make_now(tmp_path, name):
+    """The timed runs' figures that do not depend on the machine (steps, tokens, cycles by
+    phase, checks) are today's: the device models make the same (the RTL's cycles equal
+    the cycle model's, a check of every demo step)."""
+    done = subprocess.run([sys.executable, "-m", "patton.cli", "demo", "--device", "model",
+                           "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    made = json.loads((tmp_path / "chat.json").read_text())
+    stored = measured.record(name)
+    assert stored["device"] == "rtl" and not stored["failures"]
+    assert stored["placement_checked"] == 2 * made["placement_checked"]
+    keep = set(made) - RTL_ONLY - WALL - {"per_step"}
+    assert {k: stored[k] for k in keep} == {k: made[k] for k in keep}
+    assert [{k: v for k, v in s.items() if k not in RTL_ONLY} for s in stored["per_step"]] \
+        == [{k: v for k, v in s.items() if k not in RTL_ONLY} for s in made["per_step"]]
+
+
+def test_a_block_that_differs_is_named_at_its_line():
+    text = "x\n<!-- block aim.reference -->\n| stale |\n<!-- /block -->\ny\n"
+    new, changed = measured.fill(text, "X.md")
+    assert changed == ["X.md:2: block aim.reference differs from its record"]
+    assert new == text.replace("| stale |", measured.BLOCKS["aim.reference"]())
+    again, unchanged = measured.fill(new, "X.md")
+    assert (again, unchanged) == (new, [])
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=[pytest.mark.slow] if n in SLOW else [])
@@ -57,7 +98,7 @@ def test_a_number_that_differs_is_named_at_its_line(tmp_path, monkeypatch):
     run = json.loads((folder / "aim-micro_macab.json").read_text())
     run["output"]["energy_nj"] += 1000
     (folder / "aim-micro_macab.json").write_text(json.dumps(run))
-    monkeypatch.setattr(measured, "RECORDS_DIR", folder)
+    monkeypatch.setattr(sys.modules["sources.common"], "RECORDS_DIR", folder)
     measured.record.cache_clear()
     try:
         text = "a\nb <!-- n energy.micro_macab -->5,584,276 nJ<!-- /n --> c\n"
@@ -70,6 +111,7 @@ def test_a_number_that_differs_is_named_at_its_line(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("text, said", [
     ("x\n<!-- n no.such -->1<!-- /n -->", "X.md:2: no number named 'no.such'"),
+    ("x\n\n<!-- block no.such -->\n1\n<!-- /block -->", "X.md:3: no block named 'no.such'"),
 ])
 def test_a_marker_naming_no_number_is_an_error(text, said):
     with pytest.raises(measured.NumbersError, match=said):

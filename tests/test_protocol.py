@@ -16,6 +16,7 @@ sequence without them).
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import NamedTuple
 
 import numpy as np
@@ -469,3 +470,86 @@ def test_a_state_of_the_wrong_size_is_refused():
     with pytest.raises(ValueError) as error:
         State(DEVICE, open_rows=np.full(3, -1))
     assert str(error.value) == f"3 open rows for {DEVICE.banks} banks"
+
+
+def test_rules_and_states_are_slotted_records():
+    """A rule cannot be changed once made; neither record grows attributes."""
+    rule = RULES[C.ACT]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        rule.need = Need.ANY  # type: ignore[misc]
+    for record in (rule, State(DEVICE)):
+        assert not hasattr(record, "__dict__")
+
+
+def test_a_command_without_banks_targets_none():
+    state = State(DEVICE)
+    for command in Command:
+        banks = range(DEVICE.banks)[state.targets(command, 0)]
+        expected = {Targets.NONE: 0, Targets.BANK: 1, Targets.GROUP: DEVICE.banks_per_group,
+                    Targets.ALL: DEVICE.banks}[RULES[command].targets]
+        assert len(banks) == expected, command.name
+
+
+def test_plain_operands_in_range_take_the_short_path():
+    """Plain ints in range are accepted without the full checks; anything else (a NumPy
+    integer, a value out of range, a missing operand) goes to them."""
+    state = State(DEVICE)
+    rows = (0, DEVICE.rows - 1, AF_ROW_BASE, AF_ROW_BASE + LUT_ROWS - 1)
+    for command in Command:
+        rule = RULES[command]
+        limit = column_limit(DEVICE, command) if rule.columns is not None else 1
+        for bank in (0, DEVICE.banks - 1):
+            for col in (0, limit - 1):
+                for row in (*rows, *([] if rule.row is Operand.REQUIRED else [None])):
+                    assert state._plain(command, rule, bank, row, col), (command.name, bank,
+                                                                         row, col)
+        refused = [dict(bank=np.int64(0)) if rule.bank else None,
+                   dict(bank=-1) if rule.bank else None,
+                   dict(bank=DEVICE.banks) if rule.bank else None,
+                   dict(col=np.int64(0)) if rule.columns is not None else None,
+                   dict(col=-1) if rule.columns is not None else None,
+                   dict(col=limit) if rule.columns is not None else None,
+                   dict(row=np.int64(0)),
+                   dict(row=DEVICE.rows) if rule.row is Operand.REQUIRED else None]
+        for change in filter(None, refused):
+            call = dict(bank=0, row=0, col=0) | change
+            assert not state._plain(command, rule, call["bank"], call["row"], call["col"]), \
+                (command.name, change)
+
+
+@pytest.mark.parametrize("col", [np.int64(0), np.int32(DEVICE.columns - 1)])
+def test_numpy_integers_are_banks_and_columns(col):
+    state = _opened({0: 3})
+    assert state.check(Command.RD, bank=np.int64(0), row=np.int64(3), col=col) is None
+    assert state.check(Command.RD, bank=np.int64(0), col=col + DEVICE.columns) == \
+        f"RD: column {col + DEVICE.columns} outside 0..{DEVICE.columns - 1}"
+
+
+def test_the_last_bank_of_an_odd_device_has_no_partner():
+    device = DEVICE.with_(bankgroups=1, banks_per_group=3)
+    state = State(device)
+    state.open_rows[:] = 5
+    assert state.check(Command.MAC, bank=1, row=5, col=0, broadcast=True) is None
+    assert state.check(Command.MAC, bank=2, row=5, col=0, broadcast=True) == \
+        "MAC under CFR BROADCAST = 1: bank 2 has no partner bank"
+
+
+def test_an_all_bank_command_on_a_one_bank_device():
+    state = State(DEVICE.with_(bankgroups=1, banks_per_group=1))
+    state.open_rows[0] = 4
+    assert state.check(Command.MAC16, row=4, col=0) is None
+    assert state.check(Command.MAC16, row=5, col=0) == "MAC16: row 4 is open, not 5"
+
+
+def test_every_disagreement_with_the_isa_is_named(monkeypatch):
+    """``consistent`` lists each broken fact of each command, not only the last."""
+    from patton.sim import protocol
+
+    broken = dict(RULES)
+    broken[C.ACT] = CommandRule(Targets.ALL, Need.FREE, row=Operand.REQUIRED)
+    broken[C.PRE] = CommandRule(Targets.BANK, Need.OPEN, mode=RegisterMode.REGISTER)
+    broken[C.MAC16] = CommandRule(Targets.BANK, Need.OPEN, columns=RULES[C.MAC16].columns)
+    monkeypatch.setattr(protocol, "RULES", broken)
+    assert consistent() == ["ACT: scope", "ACT: opening", "PRE: closing", "PRE: bank row",
+                            "PRE: register mode", "MAC16: scope", "MAC16: bank row",
+                            "MAC16: all rows"]

@@ -31,21 +31,26 @@ from patton.serving.chat_plot import plot
 from patton.serving.faults import Faults
 from patton.sim.textfile import write_atomic
 
-__all__ = ["add_parser", "run"]
+__all__ = ["HEADER", "add_parser", "row", "run", "summary"]
 
 NATURAL = integer(0)
 
-_HEADER = (f"{'step':>4} {'reqs':>4} {'prefill':>7} {'decode':>6} {'hits':>5} {'kv':>4} "
-           f"{'commit':>6} {'evict':>5} {'writes':>7} {'commits':>7} {'qk':>7} {'sv':>7} "
-           f"{'checks':>6}")
+#: The demo table's head (:func:`row` makes its lines).
+HEADER = (f"{'step':>4} {'reqs':>4} {'prefill':>7} {'decode':>6} {'hits':>5} {'kv':>4} "
+          f"{'commit':>6} {'evict':>5} {'writes':>7} {'commits':>7} {'qk':>7} {'sv':>7} "
+          f"{'checks':>6}\n"
+          f"{'':>4} {'':>4} {'tokens':>7} {'tokens':>6} {'':>5} {'':>4} {'':>6} {'':>5} "
+          f"{'cycles by phase':^31}")
 
 
-def _row(s: ChatStep) -> str:
-    verdict = "ok" if not s.failures else f"FAIL {len(s.failures)}"
-    c = s.cycles
-    return (f"{s.step:>4} {s.requests:>4} {s.prefill_tokens:>7} {s.decode_tokens:>6} "
-            f"{s.hit_tokens:>5} {s.kv_writes:>4} {s.commits:>6} {s.evictions:>5} "
-            f"{c['writes']:>7} {c['commits']:>7} {c['qk']:>7} {c['sv']:>7} {verdict:>6}")
+def row(s: dict[str, Any]) -> str:
+    """One step's line of the demo's table, from its record (``ChatStep.as_dict``)."""
+    verdict = "ok" if not s["failures"] else f"FAIL {len(s['failures'])}"
+    c = s["cycles"]
+    return (f"{s['step']:>4} {s['requests']:>4} {s['prefill_tokens']:>7} "
+            f"{s['decode_tokens']:>6} {s['hit_tokens']:>5} {s['kv_writes']:>4} "
+            f"{s['commits']:>6} {s['evictions']:>5} {c['writes']:>7} {c['commits']:>7} "
+            f"{c['qk']:>7} {c['sv']:>7} {verdict:>6}")
 
 
 def add_parser(sub: Any) -> None:
@@ -105,18 +110,21 @@ def run(args: argparse.Namespace) -> int:
           f"{setup.num_blocks - 1} engine blocks of {setup.block_size} tokens", file=table)
     if args.device == "rtl":
         try:
-            report = _on_rtl(conversations, setup, faults, args, table, out)
+            report, ready = _on_rtl(conversations, setup, faults, args, table, out)
         except _Failed as e:
             return _error(args, str(e))
     else:
         from patton.sim.executor import CycleExecutor
 
+        ready = 0.0
         chat = Chat(conversations, CycleExecutor(setup.config().device), setup,
                     faults=faults, max_steps=args.steps)
         report = _serve(chat, table)
     wall = time.perf_counter() - started
     figures = report.as_dict()
     figures["wall_seconds"] = round(wall, 3)
+    if args.device == "rtl":
+        figures["ready_seconds"] = round(ready, 3)  # building or loading the simulators
     if faults is not None and faults.hit is None:  # a check of the checks that did not run
         return _error(args, f"--fault {args.fault} was never injected: the run ended "
                             f"after {len(report.steps)} steps, before --fault-step "
@@ -126,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
     png = plot(report, out / "cycles.png")
     if faults is not None:
         figures["fault"] = faults.hit
-    _summary(report, figures, wall, table, out, png)
+    _summary(figures, table, out, png)
     if args.json:
         figures.pop("per_step")
         json.dump(figures, sys.stdout)
@@ -135,7 +143,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _on_rtl(conversations: list, setup: ChatSetup, faults: Faults | None,
-            args: argparse.Namespace, table: TextIO, out: Path) -> ChatReport:
+            args: argparse.Namespace, table: TextIO, out: Path) -> tuple[ChatReport, float]:
+    """Serve on four RTL channels; return the report and the seconds the simulators took to
+    be ready (built, or loaded from the cache)."""
     from patton.tb.executor import RtlExecutor
     from patton.tb.toolchain import quiet
 
@@ -152,8 +162,8 @@ def _on_rtl(conversations: list, setup: ChatSetup, faults: Faults | None,
         raise _Failed(f"the RTL channel could not be built or started ({type(e).__name__}: "
                       f"{e}); the build output is in {log}") from e
     with ex:
-        print(f"4 channel simulations ready in {time.perf_counter() - t:.1f} s", file=table,
-              flush=True)
+        ready = time.perf_counter() - t
+        print(f"4 channel simulations ready in {ready:.1f} s", file=table, flush=True)
         waves = None
         if args.waves is not None:
             from patton.tb.waves import Waves
@@ -169,7 +179,7 @@ def _on_rtl(conversations: list, setup: ChatSetup, faults: Faults | None,
         finally:
             if waves is not None:
                 print(waves.close(), file=table)
-    return report
+    return report, ready
 
 
 class _Failed(Exception):
@@ -177,45 +187,51 @@ class _Failed(Exception):
 
 
 def _serve(chat: Chat, table: TextIO) -> ChatReport:
-    print(_HEADER, file=table)
-    print(f"{'':>4} {'':>4} {'tokens':>7} {'tokens':>6} {'':>5} {'':>4} {'':>6} {'':>5} "
-          f"{'cycles by phase':^31}", file=table)
+    print(HEADER, file=table)
 
     def show(s: ChatStep) -> None:
-        print(_row(s), file=table, flush=True)
+        print(row(s.as_dict()), file=table, flush=True)
         for f in s.failures[:5]:
             print(f"     {f}", file=table)
 
     return chat.run(show)
 
 
-def _summary(report: ChatReport, f: dict[str, Any], wall: float, table: TextIO, out: Path,
-             png: Path | None) -> None:
-    by = f["cycles_by_phase"]
-    ok = not report.failures
+def _summary(f: dict[str, Any], table: TextIO, out: Path, png: Path | None) -> None:
+    *lines, verdict = summary(f)
     print(file=table)
-    served = "every conversation served" if f["complete"] else "stopped early"
-    print(f"steps        {f['steps']} ({served}"
-          f"), {f['requests']} requests, {f['finished']} finished", file=table)
-    print(f"tokens       {f['prefill_tokens']} prefill, {f['decode_tokens']} decode, "
-          f"{f['hit_tokens']} prefix-cache hits; {f['kv_writes']} KV writes, "
-          f"{f['commits']} commits, {f['evictions']} evictions, {f['preempted']} preemptions",
-          file=table)
-    print(f"cycles       {f['cycles']:,} (" + ", ".join(f"{p} {by[p]:,}" for p in PHASES)
-          + f") = {f['cycles'] * 0.5 / 1000:.1f} us of DRAM time", file=table)
-    print(f"checks       {f['placement_checked']:,} KV elements read back, "
-          f"{f['placement_mismatches']} misplaced; {f['mismatches']} attention/read "
-          f"mismatches; {f['violations']} timing violations; worst error "
-          f"{f['max_tolerance_ratio']:.2f} x the float64 tolerance", file=table)
-    if report.device == "rtl":
-        print(f"RTL          {f['channel_cycles']:,} cycles simulated by 4 channel simulators "
-              f"in {f['rtl_seconds']:.1f} s of waiting = {f['channel_cycles_per_second']:,} "
-              f"channel cycles/s ({f['rtl_cycles_per_second']:,} device cycles/s); "
-              f"{f['mat_words']:,} mat words equal the functional model's at the end",
-              file=table)
+    for line in lines:
+        print(line, file=table)
     print(f"files        {out / 'chat.json'}" + (f", {png}" if png else ""), file=table)
-    print(f"verdict      {'PASS' if ok else 'FAIL'} ({len(report.failures)} failure(s)) in "
-          f"{wall:.1f} s", file=table)
+    print(verdict, file=table)
+
+
+def summary(f: dict[str, Any]) -> list[str]:
+    """The demo's closing lines (files aside), from its figures (``patton demo --json``)."""
+    by = f["cycles_by_phase"]
+    served = "every conversation served" if f["complete"] else "stopped early"
+    lines = [
+        f"steps        {f['steps']} ({served}), {f['requests']} requests, "
+        f"{f['finished']} finished",
+        f"tokens       {f['prefill_tokens']} prefill, {f['decode_tokens']} decode, "
+        f"{f['hit_tokens']} prefix-cache hits; {f['kv_writes']} KV writes, "
+        f"{f['commits']} commits, {f['evictions']} evictions, {f['preempted']} preemptions",
+        f"cycles       {f['cycles']:,} (" + ", ".join(f"{p} {by[p]:,}" for p in PHASES)
+        + f") = {f['cycles'] * 0.5 / 1000:.1f} us of DRAM time",
+        f"checks       {f['placement_checked']:,} KV elements read back, "
+        f"{f['placement_mismatches']} misplaced; {f['mismatches']} attention/read "
+        f"mismatches; {f['violations']} timing violations; worst error "
+        f"{f['max_tolerance_ratio']:.2f} x the float64 tolerance"]
+    if f["device"] == "rtl":
+        lines.append(
+            f"RTL          {f['channel_cycles']:,} cycles simulated by 4 channel simulators "
+            f"in {f['rtl_seconds']:.1f} s of waiting = {f['channel_cycles_per_second']:,} "
+            f"channel cycles/s ({f['rtl_cycles_per_second']:,} device cycles/s); "
+            f"{f['mat_words']:,} mat words equal the functional model's at the end")
+    failures = len(f["failures"])
+    lines.append(f"verdict      {'PASS' if not failures else 'FAIL'} ({failures} failure(s)) "
+                 f"in {f['wall_seconds']:.1f} s")
+    return lines
 
 
 def _error(args: argparse.Namespace, message: str, file: str | None = None,

@@ -1,0 +1,190 @@
+"""The README's measured numbers: the energy line, the Value-write ratios, the paper's
+evaluation and its sensitivity, the demo, the cycle model against the public simulator."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from patton.eval.paper import BASELINES  # Fig. 7's prior layouts, in the paper's order
+
+from sources.common import ROOT, Timed, minutes, pct, record, slash, x
+
+_MICRO_MACAB = "tests/data/aim/micro_macab_1024_16banks.trace"
+_VALUE_WRITES = "benchmarks/runtime_value_writes.py"
+
+#: Quick record name -> the command (run from the repository's root) whose JSON output it is.
+RECORDS: dict[str, list[str]] = {
+    "aim-micro_macab": ["-m", "patton.cli", "aim", "run", _MICRO_MACAB, "--json"],
+    "aim-micro_macab-cent": ["-m", "patton.cli", "aim", "run", _MICRO_MACAB, "--standby",
+                             "cent", "--json"],
+    "value-writes-llama3-8b": [_VALUE_WRITES, "--model", "llama3-8b", "--requests", "32",
+                               "--steps", "32", "--json"],
+    "value-writes-opt-6.7b": [_VALUE_WRITES, "--model", "opt-6.7b", "--requests", "8",
+                              "--steps", "32", "--json"],
+}
+
+#: Stored record name -> its file: the full-scale ``patton repro`` results, and the public
+#: AiM simulator's results that ``tests/test_cycle_model.py`` requires the cycle model to equal.
+
+STORED = {"repro-12000": ROOT / "docs" / "img" / "repro-12000.json",
+        "aim-reference": ROOT / "tests" / "data" / "aim" / "reference.json"}
+
+
+_DEMO = ["-m", "patton.cli", "demo", "--out", "build/records/demo"]
+
+
+#: Timed record name -> how it is made.
+TIMED: dict[str, Timed] = {
+    "demo": Timed(_DEMO, output="build/records/demo/chat.json"),
+    "demo-fresh": Timed(_DEMO, fresh_build=True, output="build/records/demo/chat.json"),
+}
+
+
+def _fig7(key: str, models: tuple[str, ...] | None = None) -> Callable[[], str]:
+    """Fig. 7's gains over NeuPIMs / PIMphony / AttAcc / BlockPIM, then the overall one."""
+    def made() -> str:
+        fig7 = record("repro-12000")["fig7"]
+        if models is None:
+            gains = fig7[key]
+            return slash([gains[b] for b in BASELINES]) + f" ({x(gains['all'])})"
+        per = [fig7["per_model"][m][key] for m in models]
+        return slash([sum(p[b] for p in per) / len(per) for b in BASELINES])
+    return made
+
+
+def _writes(model: str, timing: str, key: str, digits: int = 2) -> Callable[[], str]:
+    """A no-CZ-over-CZ ratio of the Value-write benchmark (per-bank ``W MEM``)."""
+    return lambda: x(record(f"value-writes-{model}")["timing"][timing]["no_cz_mem_over_cz"]
+                      [key], digits)
+
+
+def _fig8(key: str) -> Callable[[], str]:
+    """A Fig. 8 figure on the shared / per-channel front end."""
+    def made() -> str:
+        fig8 = record("repro-12000")["fig8"]
+        fmt = x if "speedup" in key else pct
+        return f"{fmt(fig8['shared'][key])} / {fmt(fig8['per_channel'][key])}"
+    return made
+
+
+def _fig9(load: str) -> Callable[[], str]:
+    def made() -> str:
+        hits = record("repro-12000")["fig9"][load]
+        return (" / ".join(f"{100 * hits[r]:.2f}" for r in ("gpu", "patton", "patton-no-o2v"))
+                + f" %; {100 * hits['ceiling']:.2f} %")
+    return made
+
+
+def _nj(name: str, key: str | None = None) -> Callable[[], str]:
+    """A run's energy (``patton aim run --json``): the total, or one component."""
+    def made() -> str:
+        run = record(name)
+        return f"{run['energy_nj'] if key is None else run['energy_breakdown_nj'][key]:,.0f} nJ"
+    return made
+
+
+def _sensitivity(axis: str, metric: str) -> Callable[[], str]:
+    """One figure of the sensitivity's row for ``axis`` (``none``: the paper configuration)."""
+    def made() -> str:
+        row = next(r for r in record("repro-12000")["sensitivity"]["rows"] if r["axis"] == axis)
+        value = row[metric]
+        return pct(value) if "reduction" in metric else x(value)
+    return made
+
+
+def _demo(key: str, fmt: str = ",", name: str = "demo") -> Callable[[], str]:
+    """A figure of the demo's record (``chat.json``), formatted by ``fmt``."""
+    return lambda: format(record(name)[key], fmt)
+
+
+def _demo_transcript() -> str:
+    """What ``patton demo`` prints: its first two steps, then the summary (files aside)."""
+    from patton.cli.demo import HEADER, row, summary
+
+    demo = record("demo")
+    lines = ["$ patton demo", HEADER, *(row(s) for s in demo["per_step"][:2]), " ...",
+             *summary(demo)]
+    return "```\n" + "\n".join(line.rstrip() for line in lines) + "\n```"
+
+
+#: The sensitivity's rows (the axis each changes) and figures, as the README's table has them.
+_AXES = ("none", "frontend", "timing", "wo_cz_write", "standby", "context", "gpu")
+_METRICS = ("fig7_speedup_all", "fig7_energy_gain_all", "fig8_latency_reduction",
+            "fig8_energy_reduction", "fig8_value_write_speedup")
+
+#: Number name -> how it is made from the records.
+NUMBERS: dict[str, Callable[[], str]] = {
+    # README, "Energy": the public micro trace under both standby accountings
+    "energy.micro_macab": _nj("aim-micro_macab"),
+    "energy.micro_macab.standby": _nj("aim-micro_macab", "standby"),
+    "energy.micro_macab.cent": _nj("aim-micro_macab-cent"),
+    # README, the PATTON runtime: the Value-write benchmark, head timing and CENT's
+    "writes.llama.activations": _writes("llama3-8b", "aimsim-0f28a07", "activations", 1),
+    "writes.llama.cycles": _writes("llama3-8b", "aimsim-0f28a07", "cycles"),
+    "writes.opt.cycles": _writes("opt-6.7b", "aimsim-0f28a07", "cycles"),
+    "writes.llama.activations.2eb1ee0": _writes("llama3-8b", "aimsim-2eb1ee0", "activations",
+                                                1),
+    "writes.llama.cycles.2eb1ee0": _writes("llama3-8b", "aimsim-2eb1ee0", "cycles"),
+    "writes.opt.activations": _writes("opt-6.7b", "aimsim-0f28a07", "activations", 1),
+    "writes.opt.activations.2eb1ee0": _writes("opt-6.7b", "aimsim-2eb1ee0", "activations", 1),
+    "writes.opt.cycles.2eb1ee0": _writes("opt-6.7b", "aimsim-2eb1ee0", "cycles"),
+    # README, the paper's evaluation: patton repro all under the paper configuration
+    "fig7.speedup": _fig7("speedup"),
+    "fig7.energy": _fig7("energy_gain"),
+    "fig7.speedup.llama3-8b": _fig7("speedup", ("llama3-8b",)),
+    "fig7.speedup.qwen3-8b": _fig7("speedup", ("qwen3-8b",)),
+    "fig7.speedup.mha": _fig7("speedup", ("opt-6.7b", "qwen1.5-7b")),
+    "fig8.latency": _fig8("latency_reduction_vs_wo_cz"),
+    "fig8.energy": _fig8("energy_reduction_vs_wo_cz"),
+    "fig8.writes": _fig8("value_write_speedup_vs_wo_cz"),
+    "fig9.normal": _fig9("normal"),
+    "fig9.pressure": _fig9("pressure"),
+    "micro.activations": lambda: x(record("repro-12000")["micro"]["cz_activation_reduction"]),
+    "micro.fragmentation": lambda: (
+        f"{x(record('repro-12000')['micro']['fragmentation_latency'])} / "
+        f"{x(record('repro-12000')['micro']['fragmentation_energy'])}"),
+    # README, what each assumption does: patton repro sensitivity (2,000 steps)
+    **{f"sens.{axis}.{metric}": _sensitivity(axis, metric)
+       for axis in _AXES for metric in _METRICS},
+    # README, patton demo: the timed runs on a cached and an empty build folder
+    "demo.wall": lambda: minutes(record("demo")["wall_seconds"]),
+    "demo.fresh.wall": lambda: minutes(record("demo-fresh")["wall_seconds"]),
+    "demo.fresh.build": lambda: minutes(record("demo-fresh")["ready_seconds"]),
+    "demo.channel_rate": _demo("channel_cycles_per_second"),
+    "demo.fresh.channel_rate": _demo("channel_cycles_per_second", name="demo-fresh"),
+    "demo.device_rate": _demo("rtl_cycles_per_second"),
+    "demo.channel_cycles": lambda: f"{record('demo')['channel_cycles'] / 1e6:.2f} M",
+    "demo.rtl_seconds": _demo("rtl_seconds", ".1f"),
+    "demo.host_seconds": lambda: minutes(record("demo")["wall_seconds"]
+                                          - record("demo")["rtl_seconds"]
+                                          - record("demo")["ready_seconds"]),
+    "sens.closest": lambda: ", ".join(
+        (pct if "reduction" in m else x)(record("repro-12000")["sensitivity"]["closest"][m])
+        for m in _METRICS),
+}
+
+
+def _aim_reference() -> str:
+    """The public simulator's cycles and DRAM commands per public trace (the cycle model's
+    are equal: ``tests/test_cycle_model.py``); the small traces, whose schedules are
+    compared too, in one row."""
+    runs = record("aim-reference")
+    commands = {name: sum(sum(c.values()) for c in run["command_counts"].values())
+                for name, run in runs.items()}
+    big = sorted((n for n in runs if "schedule" not in runs[n]), key=lambda n: -commands[n])
+    small = sorted((n for n in runs if "schedule" in runs[n]), key=lambda n: n != "all_isr")
+    lines = ["| trace | cycles (= reference) | DRAM commands |", "|---|---:|---:|",
+             *(f"| {n} | {runs[n]['memory_system_cycles']:,} | {commands[n]:,} |" for n in big),
+             f"| {small[0]} and {len(small) - 1} probes | "
+             + ", ".join(f"{runs[n]['memory_system_cycles']:,}" for n in small)
+             + " | schedules identical |"]
+    return "\n".join(lines)
+
+
+#: Block name -> how it is made from the records (a fenced block, fences included).
+BLOCKS: dict[str, Callable[[], str]] = {
+    "demo.transcript": _demo_transcript,
+    "aim.reference": _aim_reference,
+}
+
+
