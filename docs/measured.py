@@ -23,8 +23,8 @@ A whole block (a table, a command's output) is written the same way, between
 
     python docs/measured.py            # fill every marked number in from the records
     python docs/measured.py --check    # list the numbers the text and the records disagree on
-    python docs/measured.py --records  # run RECORDS' commands again, then fill in
-    python docs/measured.py --timed    # run TIMED's commands again (a quiet machine), fill in
+    python docs/measured.py --records [NAME ...]  # make quick records anew, then fill in
+    python docs/measured.py --timed [NAME ...]    # make timed ones anew (a quiet machine)
 
 ``--check`` exits 1 and names ``file:line`` of each number that differs;
 ``tests/test_docs_measured.py`` runs it.
@@ -103,7 +103,7 @@ def make_records(names: list[str] | None = None, folder: Path = RECORDS_DIR) -> 
     """Run the commands of :data:`RECORDS` (``names``, or all) and store their output."""
     folder.mkdir(parents=True, exist_ok=True)
     for name in names or list(RECORDS):
-        argv = RECORDS[name]
+        argv = RECORDS[name].argv
         print(f"record {name}: python {' '.join(argv)}", file=sys.stderr, flush=True)
         done = subprocess.run([sys.executable, *argv], cwd=ROOT, capture_output=True,
                               text=True, check=False)
@@ -145,15 +145,21 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument("--check", action="store_true", help="only list the disagreements")
-    mode.add_argument("--records", action="store_true", help="make the quick records anew")
-    mode.add_argument("--timed", action="store_true",
-                      help="make the timed records anew (on a quiet machine)")
+    mode.add_argument("--records", nargs="*", metavar="NAME",
+                      help="make the quick records (NAME ..., or all) anew, then fill in")
+    mode.add_argument("--timed", nargs="*", metavar="NAME",
+                      help="make the timed records (NAME ..., or all) anew on a quiet "
+                           "machine, then fill in")
     args = ap.parse_args()
     try:
-        if args.records:
-            make_records()
-        if args.timed:
-            make_timed()
+        for names, known in ((args.records, RECORDS), (args.timed, TIMED)):
+            unknown = sorted(set(names or ()) - set(known))
+            if unknown:
+                raise NumbersError(f"no such record: {', '.join(unknown)}")
+        if args.records is not None:
+            make_records(args.records or None)
+        if args.timed is not None:
+            make_timed(args.timed or None)
         differs: list[str] = []
         for path in TEXTS:
             text = path.read_text()

@@ -23,10 +23,6 @@ assert _spec is not None and _spec.loader is not None
 measured = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(measured)
 
-#: The records whose commands take minutes (the Value-write benchmark over both timings).
-SLOW = {"value-writes-llama3-8b", "value-writes-opt-6.7b"}
-
-
 def test_the_text_says_what_the_records_say():
     differs = []
     for path in measured.TEXTS:
@@ -83,8 +79,8 @@ def test_a_block_that_differs_is_named_at_its_line():
     assert (again, unchanged) == (new, [])
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=[pytest.mark.slow] if n in SLOW else [])
-                                  for n in measured.RECORDS])
+@pytest.mark.parametrize("name", [pytest.param(n, marks=[pytest.mark.slow] if q.slow else [])
+                                  for n, q in measured.RECORDS.items()])
 def test_a_quick_record_is_what_its_command_makes_now(tmp_path, name):
     measured.make_records([name], folder=tmp_path)
     made = json.loads((tmp_path / f"{name}.json").read_text())

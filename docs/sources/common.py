@@ -21,6 +21,15 @@ class NumbersError(Exception):
     """A marker names no number, or a record is missing (the message names the place)."""
 
 
+class Quick(NamedTuple):
+    """A quick record's command (run from the repository's root; its standard output is the
+    record, JSON), ``slow`` when it takes more than about ten seconds (its test is marked
+    slow)."""
+
+    argv: list[str]
+    slow: bool = False
+
+
 class Timed(NamedTuple):
     """A timed record's command (run from the repository's root), with ``fresh_build``: in an
     empty build folder (``PATTON_BUILD``), so that the Verilator build is part of the run;
@@ -36,7 +45,7 @@ class Registry(NamedTuple):
 
     numbers: dict[str, Callable[[], str]]
     blocks: dict[str, Callable[[], str]]
-    records: dict[str, list[str]]
+    records: dict[str, Quick]
     timed: dict[str, Timed]
     stored: dict[str, Path]
 

@@ -7,20 +7,20 @@ from collections.abc import Callable
 
 from patton.eval.paper import BASELINES  # Fig. 7's prior layouts, in the paper's order
 
-from sources.common import ROOT, Timed, minutes, pct, record, slash, x
+from sources.common import ROOT, Quick, Timed, minutes, pct, record, slash, x
 
 _MICRO_MACAB = "tests/data/aim/micro_macab_1024_16banks.trace"
 _VALUE_WRITES = "benchmarks/runtime_value_writes.py"
 
 #: Quick record name -> the command (run from the repository's root) whose JSON output it is.
-RECORDS: dict[str, list[str]] = {
-    "aim-micro_macab": ["-m", "patton.cli", "aim", "run", _MICRO_MACAB, "--json"],
-    "aim-micro_macab-cent": ["-m", "patton.cli", "aim", "run", _MICRO_MACAB, "--standby",
-                             "cent", "--json"],
-    "value-writes-llama3-8b": [_VALUE_WRITES, "--model", "llama3-8b", "--requests", "32",
-                               "--steps", "32", "--json"],
-    "value-writes-opt-6.7b": [_VALUE_WRITES, "--model", "opt-6.7b", "--requests", "8",
-                              "--steps", "32", "--json"],
+RECORDS: dict[str, Quick] = {
+    "aim-micro_macab": Quick(["-m", "patton.cli", "aim", "run", _MICRO_MACAB, "--json"]),
+    "aim-micro_macab-cent": Quick(["-m", "patton.cli", "aim", "run", _MICRO_MACAB,
+                                   "--standby", "cent", "--json"]),
+    "value-writes-llama3-8b": Quick([_VALUE_WRITES, "--model", "llama3-8b", "--requests",
+                                     "32", "--steps", "32", "--json"], slow=True),
+    "value-writes-opt-6.7b": Quick([_VALUE_WRITES, "--model", "opt-6.7b", "--requests", "8",
+                                    "--steps", "32", "--json"], slow=True),
 }
 
 #: Stored record name -> its file: the full-scale ``patton repro`` results, and the public
