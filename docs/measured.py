@@ -22,6 +22,7 @@ A whole block (a table, a command's output) is written the same way, between
 ``<!-- block NAME -->`` and ``<!-- /block -->`` on lines of their own.
 
     python docs/measured.py            # fill every marked number in from the records
+    python docs/measured.py --text docs/hw.md   # ... in one text only
     python docs/measured.py --check    # list the numbers the text and the records disagree on
     python docs/measured.py --records [NAME ...]  # make quick records anew, then fill in
     python docs/measured.py --timed [NAME ...]    # make timed ones anew (a quiet machine)
@@ -150,6 +151,8 @@ def main() -> int:
     mode.add_argument("--timed", nargs="*", metavar="NAME",
                       help="make the timed records (NAME ..., or all) anew on a quiet "
                            "machine, then fill in")
+    ap.add_argument("--text", action="append", type=Path, metavar="FILE",
+                    help="only this text (README.md, docs/PAGE.md; repeatable)")
     args = ap.parse_args()
     try:
         for names, known in ((args.records, RECORDS), (args.timed, TIMED)):
@@ -160,8 +163,14 @@ def main() -> int:
             make_records(args.records or None)
         if args.timed is not None:
             make_timed(args.timed or None)
+        texts = TEXTS
+        if args.text:
+            texts = [(ROOT / t).resolve() if not t.is_absolute() else t for t in args.text]
+            unknown = [str(t) for t in texts if t not in TEXTS]
+            if unknown:
+                raise NumbersError(f"not a text with numbers: {', '.join(unknown)}")
         differs: list[str] = []
-        for path in TEXTS:
+        for path in texts:
             text = path.read_text()
             new, changed = fill(text, str(path.relative_to(ROOT)))
             differs += changed
