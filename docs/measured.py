@@ -40,6 +40,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # docs/sources, as ``sources``
@@ -128,15 +129,17 @@ def make_timed(names: list[str] | None = None, folder: Path = TIMED_DIR) -> None
             command = ("PATTON_BUILD=EMPTY_FOLDER " if timed.fresh_build else "") + \
                 "python " + " ".join(timed.argv)
             print(f"timed record {name}: {command}", file=sys.stderr, flush=True)
+            started = time.perf_counter()
             done = subprocess.run([sys.executable, *timed.argv], cwd=ROOT, env=env,
                                   capture_output=True, text=True, check=False)
+            seconds = time.perf_counter() - started
         if done.returncode != 0:
             raise NumbersError(f"timed record {name}: the command failed:\n"
                                f"{done.stderr[-2000:]}")
         output = json.loads(done.stdout if timed.output is None
                             else (ROOT / timed.output).read_text())
         stored = {"command": command, "machine": f"{os.cpu_count()} CPUs",
-                  "output": output}
+                  "wall_seconds": round(seconds, 3), "output": output}
         (folder / f"{name}.json").write_text(json.dumps(stored, indent=1, sort_keys=True)
                                              + "\n")
     record.cache_clear()

@@ -33,6 +33,8 @@ def test_example_runs_on_three_executors_with_equal_results():
     assert np.array_equal(o0, o1) and np.array_equal(o0, o2)  # SV outputs
     assert c0 is None and c1 == c2 > 0  # the RTL runs the cycle model's schedule
     assert s0.shape == (1, 41) and np.isfinite(o0).all()
+    said = " ".join(README.read_text().split())
+    assert f"report the same {c1} cycles for the SV program" in said
 
 
 def _schedule_example() -> str:

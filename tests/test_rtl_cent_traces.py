@@ -5,6 +5,7 @@ functional model's, no violation on either side, the 32 channels side by side.""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from conftest import TRACES
@@ -15,6 +16,11 @@ from patton.cli import main
 pytestmark = pytest.mark.verilator
 
 TINY = TRACES / "cent" / "cent_tiny_llama_h8_pp_8cpb_seq64.trace"
+#: The timed records of ``docs/measured.py``.
+TIMED = Path(__file__).resolve().parents[1] / "docs" / "records" / "timed"
+#: What a run of the trace replays and finds, whichever machine and however many jobs.
+SAME = ("commands", "replays", "reads", "mat_words", "rejections", "violations",
+        "model_cycles", "rtl_cycles", "simulated_cycles")
 
 
 def test_cent_block_runs_on_the_rtl_with_nothing_refused(capsys):
@@ -37,3 +43,7 @@ def test_cent_block_runs_on_the_rtl_with_nothing_refused(capsys):
     # each channel's schedule is simulated once, its long idle gaps shortened
     assert 0.9 * 32 * report["rtl_cycles"] < report["simulated_cycles"] < 32 * report["rtl_cycles"]
     assert report["cycles_per_second"] > 0
+    # the README's timed runs of this command (docs/sources/readme.py) replayed the same
+    for name in ("rtl-cent-tiny", "rtl-cent-tiny-serial"):
+        timed = json.loads((TIMED / f"{name}.json").read_text())["output"]
+        assert {k: timed[k] for k in SAME} == {k: report[k] for k in SAME}, name

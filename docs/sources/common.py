@@ -87,6 +87,12 @@ def record(name: str) -> dict:
     return data["output"] if name in known.records or name in known.timed else data
 
 
+def wall(name: str) -> float:
+    """The seconds the timed record ``name``'s whole command took (start-up included)."""
+    record(name)  # the same errors for a missing record
+    return float(json.loads((TIMED_DIR / f"{name}.json").read_text())["wall_seconds"])
+
+
 def x(value: float, digits: int = 2) -> str:
     """A ratio: ``1.95x``."""
     return f"{value:.{digits}f}x"

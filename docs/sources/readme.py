@@ -3,11 +3,15 @@ evaluation and its sensitivity, the demo, the cycle model against the public sim
 
 from __future__ import annotations
 
+import gzip
+import json
+import math
 from collections.abc import Callable
 
 from patton.eval.paper import BASELINES  # Fig. 7's prior layouts, in the paper's order
+from patton.sim.timing import TIMING
 
-from sources.common import ROOT, Quick, Timed, minutes, pct, record, slash, x
+from sources.common import ROOT, Quick, Timed, minutes, pct, record, slash, wall, x
 
 _MICRO_MACAB = "tests/data/aim/micro_macab_1024_16banks.trace"
 _VALUE_WRITES = "benchmarks/runtime_value_writes.py"
@@ -30,6 +34,9 @@ STORED = {"repro-12000": ROOT / "docs" / "img" / "repro-12000.json",
         "aim-reference": ROOT / "tests" / "data" / "aim" / "reference.json"}
 
 
+_RTL_CENT = ["-m", "patton.cli", "rtl", "run",
+             "tests/data/aim/cent/cent_tiny_llama_h8_pp_8cpb_seq64.trace", "--rows", "1024",
+             "--json"]
 _DEMO = ["-m", "patton.cli", "demo", "--out", "build/records/demo"]
 
 
@@ -37,6 +44,11 @@ _DEMO = ["-m", "patton.cli", "demo", "--out", "build/records/demo"]
 TIMED: dict[str, Timed] = {
     "demo": Timed(_DEMO, output="build/records/demo/chat.json"),
     "demo-fresh": Timed(_DEMO, fresh_build=True, output="build/records/demo/chat.json"),
+    "rtl-cent-tiny": Timed(_RTL_CENT + ["--jobs", "2"]),
+    "rtl-cent-tiny-serial": Timed(_RTL_CENT + ["--jobs", "1"]),
+    "repro-quick": Timed(["-m", "patton.cli", "repro", "all", "--quick", "--out",
+                          "build/records/repro-quick", "--no-progress"],
+                         output="build/records/repro-quick/repro.json"),
 }
 
 
@@ -97,6 +109,18 @@ def _demo(key: str, fmt: str = ",", name: str = "demo") -> Callable[[], str]:
     return lambda: format(record(name)[key], fmt)
 
 
+def _rtl_cent(key: str, fmt: str = ",", name: str = "rtl-cent-tiny") -> Callable[[], str]:
+    """A figure of ``patton rtl run --json`` on CENT's tiny-Llama block."""
+    return lambda: format(record(name)[key], fmt)
+
+
+def _golden() -> list[dict]:
+    """The runs recorded from real vLLM 0.33 that the embedded engine must equal step by
+    step (``tests/data/serving/golden/``)."""
+    return [json.loads(gzip.decompress(path.read_bytes()))
+            for path in sorted((ROOT / "tests" / "data" / "serving" / "golden").glob("*.gz"))]
+
+
 def _demo_transcript() -> str:
     """What ``patton demo`` prints: its first two steps, then the summary (files aside)."""
     from patton.cli.demo import HEADER, row, summary
@@ -111,6 +135,49 @@ def _demo_transcript() -> str:
 _AXES = ("none", "frontend", "timing", "wo_cz_write", "standby", "context", "gpu")
 _METRICS = ("fig7_speedup_all", "fig7_energy_gain_all", "fig8_latency_reduction",
             "fig8_energy_reduction", "fig8_value_write_speedup")
+
+def _span(values: list[float], fmt: Callable[[float], str]) -> str:
+    """``low-high`` of ``values``, the unit once: ``1.36-1.82x``, ``79-92 %``."""
+    low, high = fmt(min(values)), fmt(max(values))
+    unit = low.lstrip("-0123456789.")
+    return f"{low[:len(low) - len(unit)]}-{high}"
+
+
+def _sens_span(metric: str, digits: int) -> Callable[[], str]:
+    """The range of one sensitivity figure over every row (each axis changed alone)."""
+    return lambda: _span([r[metric] for r in record("repro-12000")["sensitivity"]["rows"]],
+                         lambda v: x(v, digits))
+
+
+def _task_seconds(data: object) -> float:
+    """Every task's wall time in a ``patton repro`` record, summed."""
+    if isinstance(data, dict):
+        return sum(v if k == "task_seconds" else _task_seconds(v) for k, v in data.items())
+    if isinstance(data, list):
+        return sum(_task_seconds(v) for v in data)
+    return 0.0
+
+
+def _within_paper() -> str:
+    """How close the per-channel front end's Fig. 7 speedup and Fig. 8 latency reduction come
+    to the paper's: the larger relative difference, rounded up to a whole per cent."""
+    from patton.eval.figures import fig7, fig8
+
+    row = next(r for r in record("repro-12000")["sensitivity"]["rows"] if r["axis"] == "frontend")
+    gaps = [abs(row["fig7_speedup_all"] / fig7.PAPER["speedup"]["all"] - 1),
+            abs(row["fig8_latency_reduction"]
+                / fig8.PAPER["shared"]["latency_reduction_vs_wo_cz"] - 1)]
+    return f"{math.ceil(100 * max(gaps))} %"
+
+
+def _recompute_share() -> str:
+    """The GPU recomputation's share of the energy of the layouts without prefix caching
+    (PIMphony, AttAcc, NeuPIMs), over the four models."""
+    per = record("repro-12000")["fig7"]["per_model"].values()
+    shares = [m["energy"][b]["recompute"] / m["energy"][b]["total"]
+              for m in per for b in ("pimphony", "attacc", "neupims")]
+    return _span(shares, lambda v: f"{100 * v:.0f} %")
+
 
 #: Number name -> how it is made from the records.
 NUMBERS: dict[str, Callable[[], str]] = {
@@ -139,6 +206,8 @@ NUMBERS: dict[str, Callable[[], str]] = {
     "fig8.writes": _fig8("value_write_speedup_vs_wo_cz"),
     "fig9.normal": _fig9("normal"),
     "fig9.pressure": _fig9("pressure"),
+    "fig9.pressure.no_o2v": lambda: pct(record("repro-12000")["fig9"]["pressure"]
+                                        ["patton-no-o2v"]),
     "micro.activations": lambda: x(record("repro-12000")["micro"]["cz_activation_reduction"]),
     "micro.fragmentation": lambda: (
         f"{x(record('repro-12000')['micro']['fragmentation_latency'])} / "
@@ -146,6 +215,40 @@ NUMBERS: dict[str, Callable[[], str]] = {
     # README, what each assumption does: patton repro sensitivity (2,000 steps)
     **{f"sens.{axis}.{metric}": _sensitivity(axis, metric)
        for axis in _AXES for metric in _METRICS},
+    "sens.span.fig7_speedup": _sens_span("fig7_speedup_all", 2),
+    "sens.span.fig7_energy": _sens_span("fig7_energy_gain_all", 1),
+    "sens.frontend.within_paper": _within_paper,
+    "sens.combinations": lambda: str(record("repro-12000")["sensitivity"]["combinations"]),
+    "fig7.recompute_share": _recompute_share,
+    "fig8.energy_vs_blockpim": lambda: _span(
+        [record("repro-12000")["fig8"][f]["energy_reduction_vs_blockpim"]
+         for f in ("shared", "per_channel")], pct),
+    "writes.mean": lambda: x(sum(record(f"value-writes-{m}")["timing"]["aimsim-0f28a07"]
+                                 ["no_cz_mem_over_cz"]["cycles"]
+                                 for m in ("llama3-8b", "opt-6.7b")) / 2, 1),
+    "writes.mean.2eb1ee0": lambda: x(sum(record(f"value-writes-{m}")["timing"]["aimsim-2eb1ee0"]
+                                         ["no_cz_mem_over_cz"]["cycles"]
+                                         for m in ("llama3-8b", "opt-6.7b")) / 2, 1),
+    "micro.fragmentation.latency": lambda: x(
+        record("repro-12000")["micro"]["fragmentation_latency"]),
+    "micro.fragmentation.energy": lambda: x(
+        record("repro-12000")["micro"]["fragmentation_energy"]),
+    "repro.task_minutes": lambda: f"{_task_seconds(record('repro-12000')) / 60:.0f} min",
+    "repro.quick.wall": lambda: minutes(wall("repro-quick")),
+    # README, CENT's tiny-Llama block on the RTL, side by side and one channel after another
+    **{f"rtl_cent.{key}": _rtl_cent(key) for key in ("commands", "reads", "mat_words",
+                                                     "rejections", "violations")},
+    "rtl_cent.seconds": _rtl_cent("replay_seconds", ".1f"),
+    "rtl_cent.rate": _rtl_cent("cycles_per_second"),
+    "rtl_cent.serial.seconds": _rtl_cent("replay_seconds", ".1f", "rtl-cent-tiny-serial"),
+    "rtl_cent.serial.rate": _rtl_cent("cycles_per_second", ",", "rtl-cent-tiny-serial"),
+    # README, the serving engine: the golden runs of real vLLM
+    "golden.runs": lambda: str(len(_golden())),
+    "golden.preempting": lambda: str(sum(g["report"]["preemptions"] > 0 for g in _golden())),
+    "golden.no_prefix_caching": lambda: str(sum(
+        g["params"].get("enable_prefix_caching", True) is False for g in _golden())),
+    # README: facts of the code
+    "code.timing_rules": lambda: str(len(TIMING.rules)),
     # README, patton demo: the timed runs on a cached and an empty build folder
     "demo.wall": lambda: minutes(record("demo")["wall_seconds"]),
     "demo.fresh.wall": lambda: minutes(record("demo-fresh")["wall_seconds"]),
