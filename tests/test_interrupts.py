@@ -119,16 +119,15 @@ sys.exit(status[0] if status else 0)
 """
 
 
-@pytest.mark.parametrize("after", ["time.sleep(20)", "pass"], ids=["working", "ending"])
+@pytest.mark.parametrize("after", ["time.sleep(20); print('slept', file=sys.stderr)", "pass"],
+                         ids=["working", "ending"])
 def test_an_interrupt_a_finalizer_swallows_still_stops_the_command(after):
     """Raised again outside the finalizer while the command works; reported if the command
     ends first. Either way: the one line, 130, no "Exception ignored" traceback."""
     import subprocess
     import sys
 
-    started = time.monotonic()
     done = subprocess.run([sys.executable, "-c", IN_A_FINALIZER.format(after=after)],
                           capture_output=True, text=True, timeout=60, start_new_session=True)
-    said = "interrupted: nothing written\nran to the end\n"
+    said = "interrupted: nothing written\nran to the end\n"  # not 'slept': the sleep stopped
     assert (done.returncode, done.stderr) == (130, said)
-    assert time.monotonic() - started < 15
