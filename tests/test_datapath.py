@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Callable
 from fractions import Fraction
 
 import ml_dtypes
@@ -252,6 +254,9 @@ def test_exact_cancellation_gives_positive_zero() -> None:
     assert mac1(f32(4.875), vec(x), vec(y)) == 0  # acc = -(1.5 * -3.25)
     assert mac1(0x8000_0000, vec(), vec()) == 0  # -0 + nothing = +0 (documented)
     assert mac1(0, vec(0x8000), vec(b16(2.0))) == 0
+    # Every lane -0 * 1 and a -0 accumulator: IEEE would give -0, the datapath gives +0.
+    minus_zeros = np.full(LANES, 0x8000, np.uint16)
+    assert mac1(0x8000_0000, minus_zeros, np.full(LANES, b16(1.0), np.uint16)) == 0
 
 
 def test_cancellation_keeps_the_small_residue() -> None:
@@ -286,6 +291,8 @@ def test_subnormal_operands_and_accumulator_read_as_zero() -> None:
     sub = 0x0001  # smallest positive bf16 subnormal, 2**-133
     huge = b16(2.0 ** 127)
     assert mac1(0, vec(sub), vec(huge)) == 0  # IEEE would give 2**-6
+    assert mac1(0, vec(huge), vec(sub)) == 0  # either operand
+    assert mac1(0, vec(huge), vec(0x0000)) == 0
     assert mac1(0x0000_0001, vec(), vec()) == 0  # binary32 subnormal accumulator
     assert mac1(0x0000_0001, vec(b16(1.0)), vec(b16(1.0))) == f32(1.0)
     assert dp.bias(np.array([sub, 0x8001], np.uint16)).tolist() == [0, 0x8000_0000]
@@ -313,6 +320,46 @@ def test_overflow_gives_infinity() -> None:
     assert int(dp.readout(np.uint32(0x7F7F_FFFF))) == dp.INF16
 
 
+def test_mac_rounds_a_one_bit_tie_to_even() -> None:
+    # The products (1 + 2**-7) * 1 and -1 * 1 leave 2**-7; the accumulator 2**-7 * (1 + m * 2**-23)
+    # lies 8 bits below them, inside the guard bits, so the sum 2**-6 + m * 2**-30 is exact and
+    # one bit longer than binary32 (ulp 2**-29 there): an odd m is a tie.
+    a, b = vec(b16(1.0 + 2 ** -7), b16(-1.0)), vec(b16(1.0), b16(1.0))
+    for m, want in [(1, 2.0 ** -6), (3, 2.0 ** -6 + 2.0 ** -28), (2, 2.0 ** -6 + 2.0 ** -29)]:
+        acc = 0x3C00_0000 | m  # biased exponent 120: 2**-7 * (1 + m * 2**-23)
+        assert mac1(acc, a, b) == f32(want) == ref_mac(acc, a.tolist(), b.tolist())
+        # The same sum negated rounds to the negated result.
+        assert mac1(acc ^ 0x8000_0000, a ^ 0x8000, b) == f32(-want)
+
+
+def test_readout_rounds_ties_to_even_and_carries_into_the_exponent() -> None:
+    cases = {
+        0x3F80_8000: 0x3F80,  # 1 + 2**-8: a tie, the even neighbour is below
+        0x3F81_8000: 0x3F82,  # 1 + 3 * 2**-8: a tie, the even neighbour is above
+        0x3F80_8001: 0x3F81,  # just above the tie
+        0x3F80_7FFF: 0x3F80,  # just below it
+        0xBF81_8000: 0xBF82,  # ties round the magnitude, whatever the sign
+        0x3FFF_8000: 0x4000,  # 2 - 2**-8: the round-up carries out of the mantissa to 2.0
+        0x3FFF_FFFF: 0x4000,
+        0x0000_8000: 0x0000,  # subnormal accumulators read as zero of their sign
+        0x8000_0001: 0x8000,
+    }
+    got = dp.readout(np.array(list(cases), np.uint32))
+    assert [int(v) for v in got] == list(cases.values()) == [ref_readout(a) for a in cases]
+
+
+def test_canonical_nan_and_infinity_bit_patterns() -> None:
+    assert (dp.NAN16, dp.NAN32) == (0x7FC0, 0x7FC0_0000)
+    assert (dp.INF16, dp.INF32, dp.MAX16) == (0x7F80, 0x7F80_0000, 0x7F7F)
+    # Whatever a NaN's sign and payload, every unit returns the positive canonical quiet NaN.
+    assert dp.to_bf16(np.array([np.nan, -np.nan])).tolist() == [0x7FC0, 0x7FC0]
+    assert dp.readout(np.array([0x7F80_0001, 0xFFC1_2345], np.uint32)).tolist() == [0x7FC0] * 2
+    assert int(dp.mul(np.uint16(0xFF81), np.uint16(b16(1.0)))) == 0x7FC0
+    assert mac1(0x7F80_0001, vec(), vec()) == 0x7FC0_0000
+    assert mac1(0, vec(0xFFC5), vec(b16(1.0))) == 0x7FC0_0000
+    assert mac1(0, vec(dp.INF16), vec(0x8000)) == 0x7FC0_0000
+
+
 @pytest.mark.parametrize(("acc", "a", "b", "want"), [
     (0, vec(dp.INF16), vec(b16(2.0)), dp.INF32),
     (0, vec(dp.INF16), vec(b16(-2.0)), 0x8000_0000 | dp.INF32),
@@ -324,6 +371,10 @@ def test_overflow_gives_infinity() -> None:
     (0x7FC0_0001, vec(b16(1.0)), vec(b16(1.0)), dp.NAN32),  # NaN accumulator
     (f32(1.0), vec(0xFFC5), vec(b16(1.0)), dp.NAN32),  # NaN operand, any payload
     (f32(1.0), vec(b16(2.0 ** 127)), vec(dp.INF16), dp.INF32),
+    (0xFF80_0000, vec(b16(1.0)), vec(b16(-3.0)), 0xFF80_0000),  # -inf accumulator
+    (0xFF80_0000, vec(b16(2.0 ** 127)), vec(b16(2.0 ** 127)), 0xFF80_0000),
+    (0xFF80_0000, vec(dp.INF16), vec(b16(1.0)), dp.NAN32),  # -inf + +inf
+    (0xFF80_0000, vec(dp.INF16), vec(b16(-1.0)), 0xFF80_0000),
 ])
 def test_infinity_and_nan_policy(acc: int, a: np.ndarray, b: np.ndarray, want: int) -> None:
     assert mac1(acc, a, b) == want == ref_mac(acc, a.tolist(), b.tolist())
@@ -343,6 +394,58 @@ def test_mul_matches_reference_and_ieee() -> None:
     ieee = (x.view(ml_dtypes.bfloat16).astype(np.float32)
             * y.view(ml_dtypes.bfloat16).astype(np.float32)).astype(ml_dtypes.bfloat16)
     assert np.array_equal(dp.mul(x, y), ieee.view(np.uint16))
+
+
+@pytest.mark.parametrize(("a", "b", "want"), [
+    (dp.INF16, b16(2.0), 0x7F80),
+    (dp.INF16, b16(-2.0), 0xFF80),
+    (0xFF80, b16(2.0 ** -100), 0xFF80),  # infinity times a tiny number is still infinite
+    (b16(2.0 ** -100), dp.INF16, 0x7F80),
+    (b16(-(2.0 ** -100)), dp.INF16, 0xFF80),
+    (dp.INF16, 0xFF80, 0xFF80),
+    (0xFF80, 0xFF80, 0x7F80),
+    (dp.INF16, 0x0000, 0x7FC0),  # inf * 0
+    (0x8001, 0xFF80, 0x7FC0),  # subnormal (= 0) * inf
+    (0x7F81, b16(1.0), 0x7FC0),  # NaN operands, any payload
+    (b16(1.0), 0xFF81, 0x7FC0),
+    (0x7FC0, dp.INF16, 0x7FC0),
+])
+def test_mul_infinity_and_nan_policy(a: int, b: int, want: int) -> None:
+    assert int(dp.mul(np.uint16(a), np.uint16(b))) == want == ref_mul(a, b)
+
+
+def test_non_integer_arrays_are_rejected_naming_their_dtype() -> None:
+    with pytest.raises(TypeError) as bf16_error:
+        dp.from_bf16(np.array([1.0], np.float32))
+    assert str(bf16_error.value) == "expected bfloat16 bit patterns (uint16), got dtype float32"
+    with pytest.raises(TypeError) as fp32_error:
+        dp.from_fp32(np.array([1.0]))
+    assert str(fp32_error.value) == "expected binary32 bit patterns (uint32), got dtype float64"
+    with pytest.raises(TypeError, match="float64"):
+        dp.mac(np.zeros(1), np.zeros((1, LANES), np.uint16), np.zeros((1, LANES), np.uint16))
+
+
+def test_bfloat16_typed_arrays_are_read_as_their_bit_patterns() -> None:
+    values = np.array([1.5, -2.0, 0.0, 3.0e38], dtype=ml_dtypes.bfloat16)
+    bits = values.view(np.uint16)
+    assert dp.from_bf16(values).tolist() == values.astype(np.float64).tolist()
+    assert np.array_equal(dp.mul(values, values), dp.mul(bits, bits))
+    assert np.array_equal(dp.bias(values), bits.astype(np.uint32) << 16)
+    row = np.stack([values, values])
+    assert np.array_equal(dp.mac(np.zeros(2, np.uint32), row, row),
+                          dp.mac(np.zeros(2, np.uint32), row.view(np.uint16),
+                                 row.view(np.uint16)))
+
+
+def test_mac_rejects_operand_shapes_that_do_not_match() -> None:
+    a = np.zeros((3, LANES), np.uint16)
+    with pytest.raises(ValueError) as error:
+        dp.mac(np.zeros(3, np.uint32), a, np.zeros(LANES, np.uint16))  # would broadcast
+    assert str(error.value) == "shape mismatch: acc (3,), a (3, 16), b (16,)"
+    with pytest.raises(ValueError, match="shape mismatch"):
+        dp.mac(np.uint32(0), a, a)  # one accumulator for three rows
+    with pytest.raises(ValueError, match="shape mismatch"):
+        dp.mac(np.zeros(2, np.uint32), a, a)
 
 
 def test_readout_and_bias() -> None:
@@ -498,5 +601,78 @@ def test_activation_segments() -> None:
     assert row.shape == (dp.AF_WORDS,) and row.dtype == np.uint16
     assert float(dp.from_bf16(row[2 * 256])) == 0.5  # sigmoid(0), the value word
     assert float(dp.from_bf16(row[2 * 256 + 1])) == pytest.approx(0.25, rel=2 ** -7)  # slope
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError) as error:
         dp.af_lut(8)
+    assert str(error.value) == "unknown AFM 8; known: [0, 1, 2, 3, 4, 5, 6, 7]"
+
+
+#: The built-in functions by AFM (docs/numerics.md, AF16), defined independently in float64.
+AF_REFERENCE: dict[int, tuple[str, Callable[[float], float]]] = {
+    0: ("sigmoid", lambda x: 1.0 / (1.0 + math.exp(-x))),
+    1: ("tanh", lambda x: math.expm1(2.0 * x) / (math.expm1(2.0 * x) + 2.0)),
+    2: ("gelu", lambda x: 0.5 * x * math.erfc(-x / math.sqrt(2.0))),
+    3: ("relu", lambda x: x if x > 0.0 else 0.0),
+    4: ("leaky_relu", lambda x: x if x > 0.0 else x / 100.0),
+    5: ("silu", lambda x: x / (1.0 + math.exp(-x))),
+    6: ("exp", lambda x: math.e ** x),
+    7: ("identity", lambda x: x),
+}
+#: The documented constant tails: (value below -8 + 1/32, value from 8 - 1/32), None = chord.
+AF_TAILS: dict[int, tuple[float | None, float | None]] = {
+    0: (0.0, 1.0), 1: (-1.0, 1.0), 2: (0.0, None), 3: (None, None), 4: (None, None),
+    5: (0.0, None), 6: (0.0, None), 7: (None, None),
+}
+
+
+def test_af_functions_are_the_documented_table() -> None:
+    table = dp.AF_FUNCTIONS
+    assert {afm: spec.name for afm, spec in table.items()} == {
+        afm: name for afm, (name, _) in AF_REFERENCE.items()}
+    assert {afm: (spec.low, spec.high) for afm, spec in table.items()} == AF_TAILS
+
+
+@pytest.mark.parametrize("afm", sorted(AF_REFERENCE))
+def test_af_function_definitions_are_the_named_functions(afm: int) -> None:
+    fn, ref = dp.AF_FUNCTIONS[afm].fn, AF_REFERENCE[afm][1]
+    for x in [-7.5, -3.0, -1.0, -0.3, -0.0, 0.0, 0.3, 1.0, 2.5, 7.5]:
+        assert fn(x) == pytest.approx(ref(x), rel=1e-12, abs=1e-15), x
+
+
+@pytest.mark.parametrize("afm", sorted(AF_REFERENCE))
+def test_af_lut_evaluates_the_named_function_within_the_documented_error(afm: int) -> None:
+    ref = AF_REFERENCE[afm][1]
+    bits = all_bf16_in(8.0 - 2.0 ** -5)[::17]
+    x = dp.from_bf16(bits)
+    y = dp.from_bf16(dp.af(dp.bias(bits), dp.af_lut(afm)))
+    f = np.array([ref(v) for v in x])
+    assert np.all(np.abs(y - f) <= 1.5 * ulp16(f) + 2.0 ** -12)
+    # Beyond the domain: the documented constant, else the outermost chord extended.
+    low, high = AF_TAILS[afm]
+    far = dp.from_bf16(dp.af(dp.to_fp32(np.array([-1e4, -100.0, 100.0, 1e4])), dp.af_lut(afm)))
+    if low is not None:
+        assert far[:2].tolist() == [low, low]
+    if high is not None:
+        assert far[2:].tolist() == [high, high]
+    if afm != 6:  # exp's chord is linear, far below e**100
+        assert far[1:3].tolist() == pytest.approx([ref(-100.0), ref(100.0)], rel=2e-2, abs=2e-2)
+
+
+def test_af_lut_puts_a_specs_tails_in_the_outermost_segments(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(dp.AF_FUNCTIONS, 7, dp.AfSpec("clamp2", lambda x: x, -2.0, 2.0))
+    row = dp.af_lut(7)
+    values, slopes = dp.from_bf16(row[0::2]), dp.from_bf16(row[1::2])
+    assert (values[0], slopes[0], values[-1], slopes[-1]) == (-2.0, 0.0, 2.0, 0.0)
+    # Every other segment is the chord of x: its value at the base, slope 1.
+    bases = [-(255 - i) / 32 for i in range(1, 256)] + [(i - 256) / 32 for i in range(256, 511)]
+    assert values[1:-1].tolist() == bases
+    assert slopes[1:-1].tolist() == [1.0] * 510
+
+
+def test_af_specs_are_immutable_records() -> None:
+    spec = dp.AF_FUNCTIONS[0]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.low = 0.5  # type: ignore[misc]
+    assert not hasattr(spec, "__dict__")  # slotted: no attributes beyond the fields
+    assert [field.name for field in dataclasses.fields(dp.AfSpec)] == ["name", "fn", "low",
+                                                                       "high"]
