@@ -18,15 +18,17 @@ step's tokens), "qk" (:meth:`Runtime.qk_step` for all requests), "buffer"
 (:meth:`Runtime.sv_buffer`: the zeroed score array, in table layout, that becomes the SV
 payload; it stands for the caller's own score array, and when a table changed it
 includes patching or laying out the SV batch), "sv" (:meth:`Runtime.sv_step` on it) and
-"sv copy" (``sv_step`` on an ordinary array, which it copies). The step's "total" is place + writes + qk + sv, and
-"+buffer" adds the buffer (which holds the SV layout work at a step that changed a table).
+"sv copy" (``sv_step`` on an ordinary array, which it copies). The step's "total" is
+place + writes + qk + sv, and "+buffer" adds the buffer (which holds the SV layout work at a
+step that changed a table).
 The model's Keys, Values, query and scores are made outside the timed regions. Times are the
 best of 3 runs in Python (the set-up's objects frozen out of the garbage collector's scans, as
-a long-running server would). With ``--cold``, a 64 MB pass evicts the CPU caches before every timed phase (the worst
-case: a host that did unrelated work in between). With ``--stagger``, the requests' last
-blocks are at every fill level (request ``r`` is ``(r * 16 / requests) % 16`` tokens behind),
-as in a server whose requests arrived at different times: every step then binds a block in two
-requests and commits two others ("staggered", best of ``--steady`` steps).
+a long-running server would). With ``--cold``, a 64 MB pass evicts the CPU caches before
+every timed phase (the worst case: a host that did unrelated work in between). With
+``--stagger``, the requests' last blocks are at every fill level (request ``r`` is
+``(r * 16 / requests) % 16`` tokens behind), as in a server whose requests arrived at
+different times: every step then binds a block in two requests and commits two others
+("staggered", best of ``--steady`` steps).
 
 Assembly builds columnar programs (:class:`patton.sim.program.Program`). Expanding them to
 ``Instruction`` objects, which the cycle model, the functional model and the trace writer take
@@ -34,13 +36,17 @@ Assembly builds columnar programs (:class:`patton.sim.program.Program`). Expandi
 the programs run on the cycle model (0.5 ns per cycle) for the device time.
 
     python benchmarks/runtime_decode_step.py [--requests 32] [--tokens 2048] [--steady 4]
-        [--warm 16] [--cold] [--stagger] [--no-cycles]
+        [--warm 16] [--cold] [--stagger] [--no-cycles] [--json]
+
+``--json`` prints one JSON object instead of the table: the parameters and, per step kind and
+phase, the instructions, the times (ms), the device time (us) and their ratio.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import json
 import time
 from collections.abc import Callable
 
@@ -129,6 +135,8 @@ def main() -> None:
     ap.add_argument("--stagger", action="store_true",
                     help="requests at every fill level: each step binds and commits a few")
     ap.add_argument("--no-cycles", action="store_true")
+    ap.add_argument("--json", action="store_true",
+                    help="print one JSON object (every figure of the table) instead")
     args = ap.parse_args()
     rng = np.random.default_rng(0)
     best: dict[str, dict[str, float]] = {}
@@ -158,10 +166,7 @@ def main() -> None:
         gc.unfreeze()
     cm = CycleModel()
     eoc = [Instruction(Opcode.EOC)]
-    print(f"Llama-3-8B, 1 layer, {args.requests} requests x {args.tokens} tokens"
-          f"{', caches evicted before each phase' if args.cold else ''}")
-    print(f"{'step':9} {'phase':7} {'instr':>7} {'assemble ms':>11} {'expand ms':>9} "
-          f"{'device us':>9} {'assemble/device':>15}")
+    rows: list[dict] = []
     for name, progs in kept.items():
         tt = best[name]
         total = sum(tt[p] for p in ("place", "writes", "qk", "sv"))
@@ -169,7 +174,7 @@ def main() -> None:
         for phase in PHASES:
             prog = progs.get(phase)
             if prog is None:
-                print(f"{name:9} {phase:7} {'':7} {tt[phase] * 1e3:11.3f}")
+                rows.append({"step": name, "phase": phase, "assemble_ms": tt[phase] * 1e3})
                 continue
             start = time.perf_counter()
             insts = prog.to_instructions()
@@ -178,15 +183,34 @@ def main() -> None:
             dev = cyc * 0.5e-3
             if phase != "sv copy":
                 device += dev
-            ratio = f"{tt[phase] * 1e6 / dev:15.2f}" if dev else ""
-            print(f"{name:9} {phase:7} {len(prog):7d} {tt[phase] * 1e3:11.3f} "
-                  f"{expand * 1e3:9.2f} {dev:9.1f} {ratio}")
+            rows.append({"step": name, "phase": phase, "instructions": len(prog),
+                         "assemble_ms": tt[phase] * 1e3, "expand_ms": expand * 1e3,
+                         "cycles": cyc, "device_us": dev,
+                         "assemble_over_device": tt[phase] * 1e6 / dev if dev else None})
         for label, t, what in (("total", total, "place + writes + qk + sv"),
                                ("+buffer", total + tt["buffer"], "and the SV buffer")):
-            ratio = f"{t * 1e6 / device:15.2f}" if device else ""
-            print(f"{name:9} {label:7} {'':7} {t * 1e3:11.3f} {'':9} {device:9.1f} {ratio}"
-                  f"   ({what})")
-
+            rows.append({"step": name, "phase": label, "assemble_ms": t * 1e3,
+                         "device_us": device,
+                         "assemble_over_device": t * 1e6 / device if device else None,
+                         "what": what})
+    if args.json:
+        print(json.dumps({"params": vars(args), "rows": rows}, indent=1))
+        return
+    print(f"Llama-3-8B, 1 layer, {args.requests} requests x {args.tokens} tokens"
+          f"{', caches evicted before each phase' if args.cold else ''}")
+    print(f"{'step':9} {'phase':7} {'instr':>7} {'assemble ms':>11} {'expand ms':>9} "
+          f"{'device us':>9} {'assemble/device':>15}")
+    for r in rows:
+        ratio = "" if r.get("assemble_over_device") is None \
+            else f"{r['assemble_over_device']:15.2f}"
+        if "what" in r:
+            print(f"{r['step']:9} {r['phase']:7} {'':7} {r['assemble_ms']:11.3f} {'':9} "
+                  f"{r['device_us']:9.1f} {ratio}   ({r['what']})")
+        elif "instructions" not in r:
+            print(f"{r['step']:9} {r['phase']:7} {'':7} {r['assemble_ms']:11.3f}")
+        else:
+            print(f"{r['step']:9} {r['phase']:7} {r['instructions']:7d} {r['assemble_ms']:11.3f} "
+                  f"{r['expand_ms']:9.2f} {r['device_us']:9.1f} {ratio}")
 
 if __name__ == "__main__":
     main()

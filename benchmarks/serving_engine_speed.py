@@ -3,12 +3,14 @@
 Drives ``tests/data/serving/sharegpt-llama3-300.jsonl`` through the client model
 (:func:`patton.serving.clients.run`) at concurrency 32 over a live pool of 64 (the paper's
 Llama-3-8B setting) and times, in CPU seconds of this process, the engine's ``add``/``step``
-calls alone (the client model's own time left out) and the whole run. With the vLLM virtualenv's python, and vLLM
-importable, the same run goes through :class:`patton.serving.vllm_engine.VllmEngine` (the
-real ``Scheduler``) and the two results must agree step for step:
+calls alone (the client model's own time left out) and the whole run. With the vLLM
+virtualenv's python, and vLLM importable, the same run goes through
+:class:`patton.serving.vllm_engine.VllmEngine` (the real ``Scheduler``) and the two results
+must agree step for step:
 
     python benchmarks/serving_engine_speed.py [--steps 3000] [--num-blocks 1024]
     /work/venv-vllm/bin/python benchmarks/serving_engine_speed.py
+    python benchmarks/serving_engine_speed.py --python /work/venv-vllm/bin/python  # the same
 
 ``--runtime patton`` (or any of ``runtimes.VARIANTS``; repeatable) adds a row for the embedded
 engine with that runtime attached (``serving/runtimes.py``: every block event applied to
@@ -23,6 +25,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -106,7 +110,12 @@ def main() -> None:
     ap.add_argument("--model", choices=sorted(MODELS), default="llama3-8b",
                     help="the runtime's model (default llama3-8b)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--python", metavar="PATH",
+                    help="run under this interpreter (e.g. the vLLM virtualenv's python)")
     args = ap.parse_args()
+    if args.python and not os.environ.get("PATTON_BENCH_REEXEC"):
+        os.environ["PATTON_BENCH_REEXEC"] = "1"
+        os.execv(args.python, [args.python, __file__, *sys.argv[1:]])
     if args.runtime or not args.num_blocks:
         # one memory for every row: num_blocks blocks of KV, or (0) the 16 GiB AiM device
         args.num_blocks = attach("gpu", MODELS[args.model], num_blocks=args.num_blocks or None,

@@ -1,0 +1,143 @@
+"""``docs/serving.md``'s measured numbers: the engine's speed beside real vLLM's
+(``benchmarks/serving_engine_speed.py``) and the golden runs recorded from real vLLM."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Callable
+
+from sources.common import ROOT, Timed, record
+
+_GOLDEN = ROOT / "tests" / "data" / "serving" / "golden"
+_SPEED = "benchmarks/serving_engine_speed.py"
+_VLLM = ["--python", "/work/venv-vllm/bin/python"]
+_PATTON = ["--runtime", "patton", "--num-blocks", "0"]
+
+#: Timed record name -> how it is made (steps per CPU-second on this machine).
+TIMED: dict[str, Timed] = {
+    "serving-speed": Timed([_SPEED, *_VLLM, "--json"]),
+    "serving-speed-patton": Timed([_SPEED, *_PATTON, "--no-vllm", "--json"]),
+    "serving-speed-patton-vllm": Timed([_SPEED, *_PATTON, *_VLLM, "--json"]),
+    "serving-speed-patton-1024": Timed([_SPEED, "--runtime", "patton", "--num-blocks",
+                                        "1024", "--no-vllm", "--json"]),
+}
+
+
+def _row(name: str, engine: str) -> dict:
+    """The row of ``engine`` in the speed record ``name``."""
+    return next(r for r in record(name)["rows"] if r["engine"] == engine)
+
+
+def _speed(name: str, engine: str, key: str = "steps_per_s") -> Callable[[], str]:
+    """A figure of one engine's row, with thousands separators."""
+    return lambda: f"{_row(name, engine)[key]:,}"
+
+
+#: Number name -> how it is made.
+NUMBERS: dict[str, Callable[[], str]] = {
+    "serving.speed.requests": _speed("serving-speed", "embedded", "requests"),
+    "serving.speed.embedded": _speed("serving-speed", "embedded"),
+    "serving.speed.embedded.clients": _speed("serving-speed", "embedded",
+                                             "with_clients_steps_per_s"),
+    "serving.speed.embedded.wall": _speed("serving-speed", "embedded", "wall_steps_per_s"),
+    "serving.speed.vllm": _speed("serving-speed", "vllm-0.33.0"),
+    "serving.speed.vllm.wall": _speed("serving-speed", "vllm-0.33.0", "wall_steps_per_s"),
+    "serving.speed.ratio": lambda: f"{_row('serving-speed', 'embedded')['speedup_vs_vllm']}x",
+    "serving.speed.same": lambda: (
+        f"`same_steps={_row('serving-speed', 'vllm-0.33.0')['same_steps']}` and "
+        f"`same_requests={_row('serving-speed', 'vllm-0.33.0')['same_requests']}`"),
+}
+
+
+def _golden(name: str) -> dict:
+    """The golden run ``name`` recorded from real vLLM 0.33 (``tests/data/serving/golden/``)."""
+    return json.loads(gzip.decompress((_GOLDEN / f"{name}.json.gz").read_bytes()))
+
+
+#: The golden runs the table shows, and what each exercises.
+_GOLDEN_WHAT = {
+    "c4-p8-ample": "prefix hits across turns, no pressure",
+    "c8-p16-evict": "eviction of idle conversations' blocks, chunked prefill, some preemption",
+    "c8-p32-preempt": "heavy capacity pressure: recompute preemptions",
+    "c4-p4-seqs2": "fewer sequence slots than clients (waiting queue), 64-token chunks, "
+                   "conversations leaving at L",
+    "c2-p6-bs8": "block size 8, three conversations per client",
+    "c16-p32-short": "short context: most conversations leave after turn 1, the file runs "
+                     "out, every client stops (`complete`)",
+}
+
+
+def _golden_table() -> str:
+    """The golden runs' parameters and reports, one row each."""
+    lines = ["| name | C | P | block | blocks | seqs | batched | L | steps (limit) | requests "
+             "| hit rate | preemptions | recomputed | what it exercises |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name, what in _GOLDEN_WHAT.items():
+        run = _golden(name)
+        p, r = run["params"], run["report"]
+        cells = [f"`{name}`", *(str(p[k]) for k in (
+            "clients", "pool", "block_size", "num_blocks", "max_num_seqs",
+            "max_num_batched_tokens", "max_model_len")),
+            f"{r['steps']} ({p['max_steps']})", str(r["requests"]), f"{r['hit_rate']:.3f}",
+            str(r["preemptions"]), str(r["recomputed_tokens"]), what]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+#: Block name -> how it is made.
+BLOCKS: dict[str, Callable[[], str]] = {"serving.golden": _golden_table}
+
+NUMBERS.update({
+    "serving.golden.ample.recomputed": lambda: str(_golden("c4-p8-ample")["report"]
+                                                    ["recomputed_tokens"]),
+    "serving.golden.ample.requests": lambda: str(_golden("c4-p8-ample")["report"]["requests"]),
+    "serving.patton.embedded": _speed("serving-speed-patton", "embedded"),
+    "serving.patton.patton": _speed("serving-speed-patton", "embedded+patton"),
+    "serving.patton.patton.clients": _speed("serving-speed-patton", "embedded+patton",
+                                            "with_clients_steps_per_s"),
+    "serving.patton.vllm.embedded": _speed("serving-speed-patton-vllm", "embedded"),
+    "serving.patton.vllm.patton": _speed("serving-speed-patton-vllm", "embedded+patton"),
+    "serving.patton.vllm.patton.clients": _speed("serving-speed-patton-vllm", "embedded+patton",
+                                                 "with_clients_steps_per_s"),
+    "serving.patton.vllm.vllm": _speed("serving-speed-patton-vllm", "vllm-0.33.0"),
+    "serving.patton.vllm.same": lambda: str(_row("serving-speed-patton-vllm", "vllm-0.33.0")
+                                            ["same_steps"]),
+    "serving.patton.vllm.ratio": lambda: (
+        f"{_row('serving-speed-patton-vllm', 'embedded+patton')['speedup_vs_vllm']}x"),
+    "serving.patton.1024.refusals": _speed("serving-speed-patton-1024", "embedded+patton",
+                                           "refusals"),
+    "serving.patton.1024.steps": _speed("serving-speed-patton-1024", "embedded+patton", "steps"),
+    "serving.patton.1024": _speed("serving-speed-patton-1024", "embedded+patton"),
+})
+
+
+_CONVERSATIONS = ROOT / "tests" / "data" / "serving" / "sharegpt-llama3-300.jsonl"
+
+
+def _lines() -> list[list[list[int]]]:
+    """The messages (token ids) of each conversation of the committed 300-conversation file."""
+    return [json.loads(line)["messages"]
+            for line in _CONVERSATIONS.read_text().splitlines() if line.strip()]
+
+
+def _turns() -> list[int]:
+    """The user + assistant turns of each conversation of the 300-conversation file."""
+    return [len(messages) // 2 for messages in _lines()]
+
+
+def _golden_sizes() -> tuple[int, int]:
+    """The golden files' bytes on disk and as text."""
+    files = sorted(_GOLDEN.glob("*.json.gz"))
+    return (sum(f.stat().st_size for f in files),
+            sum(len(gzip.decompress(f.read_bytes())) for f in files))
+
+
+NUMBERS.update({
+    "serving.file.kb": lambda: f"{_CONVERSATIONS.stat().st_size / 1000:.0f} KB",
+    "serving.file.tokens": lambda: f"{sum(len(m) for line in _lines() for m in line):,}",
+    "serving.file.turns": lambda: f"{sum(_turns()) / len(_turns()):.2f}",
+    "serving.file.turns_max": lambda: str(max(_turns())),
+    "serving.golden.kb": lambda: f"{_golden_sizes()[0] / 1000:.0f} KB",
+    "serving.golden.text_mb": lambda: f"{_golden_sizes()[1] / 1e6:.1f} MB",
+})
