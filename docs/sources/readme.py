@@ -247,6 +247,10 @@ NUMBERS: dict[str, Callable[[], str]] = {
     "golden.preempting": lambda: str(sum(g["report"]["preemptions"] > 0 for g in _golden())),
     "golden.no_prefix_caching": lambda: str(sum(
         g["params"].get("enable_prefix_caching", True) is False for g in _golden())),
+    # README, the serving engine's speed beside real vLLM's (docs/sources/serving.py's run)
+    "speed.embedded_over_vllm": lambda: x(next(
+        r for r in record("serving-speed-patton-vllm")["rows"]
+        if r["engine"] == "embedded")["speedup_vs_vllm"], 1),
     # README: facts of the code
     "code.timing_rules": lambda: str(len(TIMING.rules)),
     # README, patton demo: the timed runs on a cached and an empty build folder
