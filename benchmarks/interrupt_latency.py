@@ -97,7 +97,11 @@ def stop(folder: Path, argv: list[str], ready: str | None, sig: signal.Signals, 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", nargs="+", choices=sorted(CASES), help="these commands only")
+    ap.add_argument("--json", action="store_true",
+                    help="print one JSON object (command -> signal -> exit, seconds, report) "
+                    "instead of the table")
     args = ap.parse_args()
+    results: dict[str, dict[str, dict]] = {}
     # The commands start with ^C's default action even when this script was started with
     # SIGINT ignored (a background job of a shell without job control): they inherit that.
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -105,14 +109,20 @@ def main() -> None:
         folder = Path(tmp)
         print("making the inputs (the CENT trace's schedule, 1.2 M commands)", file=sys.stderr)
         inputs(folder)
-        print(f"{'command':17} {'signal':8} {'exit':>4} {'seconds':>7}  report")
+        if not args.json:
+            print(f"{'command':17} {'signal':8} {'exit':>4} {'seconds':>7}  report")
         for name, (argv, ready) in CASES.items():
             if args.only and name not in args.only:
                 continue
             for sig in (signal.SIGINT, signal.SIGTERM):
                 code, seconds, said = stop(folder, argv, ready, sig)
-                print(f"{name:17} {sig.name:8} {code:>4} {seconds:>7.2f}  "
-                      f"{' / '.join(said) or '(none)'}", flush=True)
+                results.setdefault(name, {})[sig.name] = {"exit": code, "seconds": seconds,
+                                                          "report": list(said)}
+                if not args.json:
+                    print(f"{name:17} {sig.name:8} {code:>4} {seconds:>7.2f}  "
+                          f"{' / '.join(said) or '(none)'}", flush=True)
+    if args.json:
+        print(json.dumps(results, indent=1))
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ is checked: it must finish with zero violations.
 from __future__ import annotations
 
 import argparse
+import json
 import resource
 import time
 
@@ -26,11 +27,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--instructions", type=int, default=2000)
     ap.add_argument("--rows", type=int, default=64)
+    ap.add_argument("--json", action="store_true", help="print one JSON object instead")
     args = ap.parse_args()
     started = time.perf_counter()
     player = SchedulePlayer(ChannelParams(rows=args.rows))
-    print(f"Verilator build: {time.perf_counter() - started:.1f} s "
-          f"(compile step {player.build_seconds:.1f} s; 0 when cached)")
+    ready = time.perf_counter() - started
+    if not args.json:
+        print(f"Verilator build: {ready:.1f} s "
+              f"(compile step {player.build_seconds:.1f} s; 0 when cached)")
     program = [Instruction(Opcode.MAC_ABK, opsize=64, channel_mask=channel_bit(0),
                            row=i % args.rows) for i in range(args.instructions)]
     program.append(Instruction(Opcode.EOC))
@@ -40,6 +44,13 @@ def main() -> None:
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
     assert result.counter == 0 and not result.violations, "a legal schedule was flagged"
+    if args.json:
+        print(json.dumps({"build_seconds": ready, "compile_seconds": player.build_seconds,
+                          "commands": len(schedule), "cycles": result.cycles,
+                          "seconds": result.seconds,
+                          "cycles_per_second": result.cycles / result.seconds,
+                          "cpu_seconds": cpu, "cycles_per_cpu_second": result.cycles / cpu}))
+        return
     print(f"replayed {len(schedule):,} commands over {result.cycles:,} cycles in "
           f"{result.seconds:.2f} s: {result.cycles / result.seconds:,.0f} cycles/s "
           "(simulator start-up included)")

@@ -15,6 +15,7 @@ machine a run took 3.5-4.5 minutes and 1.8 GB of memory (peak resident size).
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import shutil
 import subprocess
@@ -67,6 +68,7 @@ def main() -> int:
     ap.add_argument("--rows", type=int, default=None, help="rows per bank (default 16384)")
     ap.add_argument("--yosys", default="yosys", help="Yosys executable (default: yosys on PATH)")
     ap.add_argument("--keep-log", metavar="FILE", help="copy the Yosys log to FILE")
+    ap.add_argument("--json", action="store_true", help="print one JSON object instead")
     args = ap.parse_args()
     yosys = shutil.which(args.yosys)
     if yosys is None:
@@ -92,6 +94,14 @@ def main() -> int:
         return 1
     cells = stat_cells(log)
     parts = by_part(cells)
+    if args.json:
+        print(json.dumps({"yosys": version, "noabc": args.noabc, "seconds": seconds,
+                          "parts": {part: {"instances": len(counts), "cells_each_min":
+                                           min(counts), "cells_each_max": max(counts),
+                                           "cells_all": sum(counts)}
+                                    for part, counts in parts.items()},
+                          "total": cells.get("design", 0)}))
+        return 0
     print(f"{version}, synth{' -noabc' if args.noabc else ''}, mats as black boxes, "
           f"{seconds:.0f} s")
     print(f"{'part':16} {'instances':>9} {'cells each':>12} {'cells, all':>11}")
