@@ -43,15 +43,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
-from patton.sim.cycle_model import CycleModel, DeviceState, RunResult
-from patton.sim.isa import Cfr, Instruction
-from patton.sim.energy import energy, energy_arrays
 from patton.sim import native
+from patton.sim.cycle_model import CycleModel, DeviceState, RunResult
+from patton.sim.energy import energy, energy_arrays
+from patton.sim.isa import Cfr, Instruction
 from patton.sim.native import FRONTENDS, Decoded, Trace
 from patton.sim.program import Program
 
 __all__ = ["Cost", "CostCache", "CostMismatch"]
-
 
 
 class CostMismatch(AssertionError):
@@ -82,14 +81,15 @@ class _Rows:
 def _named(rows: np.ndarray, sorted_rows: np.ndarray, rank: np.ndarray) -> np.ndarray:
     """``rows`` (open rows, -1 closed) as the key names them: a program row's name, OTHER for
     any other open row, -1 closed."""
+    other = np.where(rows >= 0, OTHER, -1)  # the names of rows the program does not ask for
     if not len(sorted_rows):
-        return np.where(rows >= 0, OTHER, -1)
+        return other
     at = np.minimum(np.searchsorted(sorted_rows, rows), len(sorted_rows) - 1)
-    return np.where(sorted_rows[at] == rows, rank[at], np.where(rows >= 0, OTHER, -1))
+    return np.where(sorted_rows[at] == rows, rank[at], other)
 
 
 #: One channel's counts as ``(name, count)`` pairs (a dict's items, in its order).
-_Items = tuple[tuple[str, int], ...]
+_Items = tuple[tuple[str, int], ...]  # pragma: no mutate (only unevaluated annotations use it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +105,8 @@ class _Cost:
     open_rows: tuple[tuple[int, ...], ...]  # renamed rows (-1 closed)
     reg_mode: tuple[bool, ...]
     end_cfr: tuple[int, ...]  # the CFRs it leaves
-    energy_pj: float = 0.0  # with ``components_pj``: set by CostCache.cost
+    # with ``components_pj``: set by CostCache.cost; the default only for a cost run() stores
+    energy_pj: float = 0.0  # pragma: no mutate (that cost's energy_pj is never read)
     components_pj: tuple[float, ...] | None = None
 
 
@@ -268,45 +269,50 @@ class CostCache:
                                         self.model.device.channels, start,
                                         np.array(state.reg_mode, np.int64), self._salt)
         order = np.argsort(first, kind="stable")  # the sorted rows' names
-        return key, _Rows(first, first[order], order, start.reshape(-1))
+        return key, _Rows(first, first[order], order, start.ravel())
 
     def _store(self, key: bytes, result: RunResult, rows: _Rows) -> None:
         end = result.state
         assert end is not None
+        open_rows, reg_mode = self._end(end, rows)
+        one = self._shared
+        self._put(key, _Cost(
+            result.cycles,
+            one(tuple((ch, one(tuple(c.items()))) for ch, c in result.command_counts.items())),
+            one(tuple((ch, one(tuple(c.items()))) for ch, c in result.bank_state_cycles.items())),
+            open_rows, reg_mode, end.cfr))
+
+    def _store_cost(self, key: bytes, out: Cost, rows: _Rows) -> None:
+        open_rows, reg_mode = self._end(out.state, rows)
+        self._put(key, _Cost(out.cycles, None, None, open_rows, reg_mode, out.state.cfr,
+                             out.energy_pj, out.components_pj))
+
+    def _end(self, end: DeviceState, rows: _Rows
+             ) -> tuple[tuple[tuple[int, ...], ...], tuple[bool, ...]]:
+        """The end state's open rows as the key names them, and its register modes, interned
+        (the parts table started over first if it holds more than its bound)."""
         renamed = self._renamed(end, rows)
         if len(self._parts) > PARTS_PER_COST * self.capacity:
             self._parts.clear()  # the stored costs keep their parts; new ones share anew
         one = self._shared
-        self._costs[key] = _Cost(
-            result.cycles,
-            one(tuple((ch, one(tuple(c.items()))) for ch, c in result.command_counts.items())),
-            one(tuple((ch, one(tuple(c.items()))) for ch, c in result.bank_state_cycles.items())),
-            one(tuple(one(tuple(bank_rows)) for bank_rows in renamed.tolist())),
-            one(end.reg_mode), end.cfr)
+        return one(tuple(one(tuple(r)) for r in renamed.tolist())), one(end.reg_mode)
+
+    def _put(self, key: bytes, cost: _Cost) -> None:
+        """Keep ``cost`` under ``key``, the least recently used cost dropped past capacity."""
+        self._costs[key] = cost
         if len(self._costs) > self.capacity:
             self._costs.popitem(last=False)
 
-    def _renamed(self, end: DeviceState, rows: _Rows) -> np.ndarray:
+    @staticmethod
+    def _renamed(end: DeviceState, rows: _Rows) -> np.ndarray:
         """The end state's open rows as the key names them (``(channels, banks)``)."""
-        flat = np.array(end.open_rows, dtype=np.int64).reshape(-1)
+        actual = np.array(end.open_rows, dtype=np.int64)
+        flat = actual.ravel()
         renamed = _named(flat, rows.sorted, rows.rank)
         kept = renamed == OTHER  # no row of the program: the bank kept its start row
         if (flat[kept] != rows.start[kept]).any():
             raise CostMismatch("a bank opened a row no instruction of the program asks for")
-        banks = len(end.open_rows[0]) if end.open_rows else 0
-        return renamed.reshape(-1, banks) if banks else renamed.reshape(0, 0)
-
-    def _store_cost(self, key: bytes, out: Cost, rows: _Rows) -> None:
-        renamed = self._renamed(out.state, rows)
-        if len(self._parts) > PARTS_PER_COST * self.capacity:
-            self._parts.clear()  # the stored costs keep their parts; new ones share anew
-        one = self._shared
-        self._costs[key] = _Cost(out.cycles, None, None,
-                                 one(tuple(one(tuple(r)) for r in renamed.tolist())),
-                                 one(out.state.reg_mode), out.state.cfr, out.energy_pj,
-                                 out.components_pj)
-        if len(self._costs) > self.capacity:
-            self._costs.popitem(last=False)
+        return renamed.reshape(actual.shape)
 
     def _shared(self, part: tuple) -> tuple:
         """Return the stored tuple equal to ``part`` (``part`` itself the first time)."""
@@ -316,15 +322,15 @@ class CostCache:
     def _state(cost: _Cost, rows: _Rows, start: DeviceState) -> DeviceState:
         """The stored end state with the key's names mapped back onto ``rows``."""
         named = np.array(cost.open_rows, dtype=np.int64)
-        flat = named.reshape(-1)
-        actual = np.where(flat >= 0, rows.first[np.maximum(flat, 0)] if len(rows.first) else -1,
-                          np.where(flat == OTHER, rows.start, -1))
+        flat = named.ravel()
+        first = np.append(rows.first, -1)  # name i's row first[i]; name -1 (closed) -1
+        actual = np.where(flat == OTHER, rows.start, first[np.maximum(flat, -1)])
         open_rows = tuple(tuple(r) for r in actual.reshape(named.shape).tolist())
         return DeviceState(open_rows, cost.reg_mode, cost.end_cfr)
 
-    @classmethod
-    def _result(cls, cost: _Cost, rows: _Rows, start: DeviceState) -> RunResult:
-        assert cost.command_counts is not None and cost.bank_state_cycles is not None
+    def _result(self, cost: _Cost, rows: _Rows, start: DeviceState) -> RunResult:
+        assert cost.command_counts is not None
+        assert cost.bank_state_cycles is not None
         counts = {ch: dict(c) for ch, c in cost.command_counts}
         states = {ch: dict(s) for ch, s in cost.bank_state_cycles}
-        return RunResult(cost.cycles, counts, states, None, cls._state(cost, rows, start))
+        return RunResult(cost.cycles, counts, states, None, self._state(cost, rows, start))
