@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sources.common import Timed, record
+from sources.common import Timed, record, span
 
 #: Where CENT's 19 generated traces and the public simulator's builds at both commits are
 #: (``/work/rec/cent-sweep``: its ``gen.sh`` and ``build.sh`` make them).
@@ -50,20 +50,19 @@ def _ratios(prefix: str) -> str:
     """The public simulator's time over ours on the traces whose name starts with
     ``prefix``: ``low-highx``."""
     ratios = [r["ratio"] for r in _rows() if r["trace"].startswith(prefix)]
-    low, high = min(ratios), max(ratios)
-    return f"{low:.1f}x" if f"{low:.1f}" == f"{high:.1f}" else f"{low:.1f}-{high:.1f}x"
+    return span(ratios, lambda v: f"{v:.1f}x")
 
 
 def _commands(prefix: str) -> str:
     """The DRAM commands of the traces starting with ``prefix``, in millions: ``12-13 M``."""
     counts = [r["commands"] / 1e6 for r in _rows() if r["trace"].startswith(prefix)]
-    return f"{min(counts):.0f}-{max(counts):.0f} M"
+    return span(counts, lambda v: f"{v:.0f} M")
 
 
 def _small_public() -> str:
     """The public simulator's times on the traces where it beats our process."""
     times = [r["public_seconds"] for r in _rows() if r["ratio"] < 1]
-    return f"{min(times):.1f}-{max(times):.1f} s"
+    return span(times, lambda v: f"{v:.1f} s")
 
 
 def _rtl_row(name: str, label: str) -> str:

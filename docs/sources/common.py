@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import importlib
 import json
 import pkgutil
@@ -93,6 +94,21 @@ def wall(name: str) -> float:
     return float(json.loads((TIMED_DIR / f"{name}.json").read_text())["wall_seconds"])
 
 
+#: The runs recorded from real vLLM 0.33 that the embedded engine must equal step by step.
+GOLDEN_DIR = ROOT / "tests" / "data" / "serving" / "golden"
+
+
+@cache
+def golden(name: str) -> dict:
+    """The golden run ``name`` (``GOLDEN_DIR/NAME.json.gz``)."""
+    return json.loads(gzip.decompress((GOLDEN_DIR / f"{name}.json.gz").read_bytes()))
+
+
+def golden_names() -> list[str]:
+    """Every golden run's name, sorted."""
+    return sorted(p.name.removesuffix(".json.gz") for p in GOLDEN_DIR.glob("*.json.gz"))
+
+
 def x(value: float, digits: int = 2) -> str:
     """A ratio: ``1.95x``."""
     return f"{value:.{digits}f}x"
@@ -106,6 +122,16 @@ def pct(value: float) -> str:
 def slash(values: list[float], unit: str = "x") -> str:
     """Ratios side by side: ``1.20 / 2.31 / 1.05x``."""
     return " / ".join(f"{v:.2f}" for v in values) + unit
+
+
+def span(values: list[float], fmt: Callable[[float], str]) -> str:
+    """``low-high`` of ``values`` in ``fmt``, the unit once (``1.36-1.82x``, ``79-92 %``); one
+    value when both ends read the same."""
+    low, high = fmt(min(values)), fmt(max(values))
+    if low == high:
+        return low
+    unit = low.lstrip("-0123456789.,")
+    return f"{low[:len(low) - len(unit)]}-{high}"
 
 
 def minutes(seconds: float) -> str:

@@ -9,6 +9,8 @@ from patton.eval import gpu_calibration
 from patton.eval.gpu_cost import AnalyticCost, Chunk, _figures
 from patton.runtime.models import MODELS
 
+from sources.common import span
+
 
 def _model() -> AnalyticCost:
     """The analytic model of Llama-3-8B on the A100 80 GB PCIe."""
@@ -116,7 +118,7 @@ def _gemm_means() -> str:
     """The calibrated model's range of mean errors over the four GEMMs, whole per cent."""
     means = [_error("per_op", op, "mean_rel_error")
              for op in ("qkv", "o_proj", "ffn_up", "ffn_down")]
-    return f"{100 * min(means):.0f}-{100 * max(means):.0f} %"
+    return span([100 * m for m in means], lambda v: f"{v:.0f} %")
 
 
 #: Number name -> how it is made.

@@ -3,15 +3,26 @@ evaluation and its sensitivity, the demo, the cycle model against the public sim
 
 from __future__ import annotations
 
-import gzip
-import json
 import math
 from collections.abc import Callable
 
 from patton.eval.paper import BASELINES  # Fig. 7's prior layouts, in the paper's order
 from patton.sim.timing import TIMING
 
-from sources.common import ROOT, Quick, Timed, minutes, pct, record, slash, wall, x
+from sources.common import (
+    ROOT,
+    Quick,
+    Timed,
+    golden,
+    golden_names,
+    minutes,
+    pct,
+    record,
+    slash,
+    span,
+    wall,
+    x,
+)
 
 _MICRO_MACAB = "tests/data/aim/micro_macab_1024_16banks.trace"
 _VALUE_WRITES = "benchmarks/runtime_value_writes.py"
@@ -115,10 +126,8 @@ def _rtl_cent(key: str, fmt: str = ",", name: str = "rtl-cent-tiny") -> Callable
 
 
 def _golden() -> list[dict]:
-    """The runs recorded from real vLLM 0.33 that the embedded engine must equal step by
-    step (``tests/data/serving/golden/``)."""
-    return [json.loads(gzip.decompress(path.read_bytes()))
-            for path in sorted((ROOT / "tests" / "data" / "serving" / "golden").glob("*.gz"))]
+    """Every golden run recorded from real vLLM 0.33."""
+    return [golden(name) for name in golden_names()]
 
 
 def _demo_transcript() -> str:
@@ -136,16 +145,9 @@ _AXES = ("none", "frontend", "timing", "wo_cz_write", "standby", "context", "gpu
 _METRICS = ("fig7_speedup_all", "fig7_energy_gain_all", "fig8_latency_reduction",
             "fig8_energy_reduction", "fig8_value_write_speedup")
 
-def _span(values: list[float], fmt: Callable[[float], str]) -> str:
-    """``low-high`` of ``values``, the unit once: ``1.36-1.82x``, ``79-92 %``."""
-    low, high = fmt(min(values)), fmt(max(values))
-    unit = low.lstrip("-0123456789.")
-    return f"{low[:len(low) - len(unit)]}-{high}"
-
-
 def _sens_span(metric: str, digits: int) -> Callable[[], str]:
     """The range of one sensitivity figure over every row (each axis changed alone)."""
-    return lambda: _span([r[metric] for r in record("repro-12000")["sensitivity"]["rows"]],
+    return lambda: span([r[metric] for r in record("repro-12000")["sensitivity"]["rows"]],
                          lambda v: x(v, digits))
 
 
@@ -176,7 +178,7 @@ def _recompute_share() -> str:
     per = record("repro-12000")["fig7"]["per_model"].values()
     shares = [m["energy"][b]["recompute"] / m["energy"][b]["total"]
               for m in per for b in ("pimphony", "attacc", "neupims")]
-    return _span(shares, lambda v: f"{100 * v:.0f} %")
+    return span(shares, lambda v: f"{100 * v:.0f} %")
 
 
 #: Number name -> how it is made from the records.
@@ -220,7 +222,7 @@ NUMBERS: dict[str, Callable[[], str]] = {
     "sens.frontend.within_paper": _within_paper,
     "sens.combinations": lambda: str(record("repro-12000")["sensitivity"]["combinations"]),
     "fig7.recompute_share": _recompute_share,
-    "fig8.energy_vs_blockpim": lambda: _span(
+    "fig8.energy_vs_blockpim": lambda: span(
         [record("repro-12000")["fig8"][f]["energy_reduction_vs_blockpim"]
          for f in ("shared", "per_channel")], pct),
     "writes.mean": lambda: x(sum(record(f"value-writes-{m}")["timing"]["aimsim-0f28a07"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sources.common import Quick, Timed, record
+from sources.common import Quick, Timed, record, span
 
 
 def _cost(steps: int) -> Timed:
@@ -147,7 +147,7 @@ def _v_write_gain() -> str:
     gains = [_first_100(m, "patton-wo-cz", "per_channel")["parts"]["v_write"]["cycles"]
              / _first_100(m, "patton", "per_channel")["parts"]["v_write"]["cycles"]
              for m in ("llama3-8b", "opt-6.7b")]
-    return f"{min(gains):.1f}-{max(gains):.1f}×"
+    return span(gains, lambda v: f"{v:.1f}×")
 
 
 def _above(frontend: str) -> str:
@@ -155,7 +155,7 @@ def _above(frontend: str) -> str:
     above = [100 * (_first_100(m, "patton", frontend)["pim_seconds"]
                     / _first_100(m, "patton-wo-cz", frontend)["pim_seconds"] - 1)
              for m in ("llama3-8b", "opt-6.7b")]
-    return f"{min(above):.0f}-{max(above):.0f} %"
+    return span(above, lambda v: f"{v:.0f} %")
 
 
 NUMBERS.update({

@@ -7,9 +7,8 @@ import gzip
 import json
 from collections.abc import Callable
 
-from sources.common import ROOT, Timed, record
+from sources.common import GOLDEN_DIR, ROOT, Timed, golden, record
 
-_GOLDEN = ROOT / "tests" / "data" / "serving" / "golden"
 _SPEED = "benchmarks/serving_engine_speed.py"
 _VLLM = ["--python", "/work/venv-vllm/bin/python"]
 _PATTON = ["--runtime", "patton", "--num-blocks", "0"]
@@ -50,11 +49,6 @@ NUMBERS: dict[str, Callable[[], str]] = {
 }
 
 
-def _golden(name: str) -> dict:
-    """The golden run ``name`` recorded from real vLLM 0.33 (``tests/data/serving/golden/``)."""
-    return json.loads(gzip.decompress((_GOLDEN / f"{name}.json.gz").read_bytes()))
-
-
 #: The golden runs the table shows, and what each exercises.
 _GOLDEN_WHAT = {
     "c4-p8-ample": "prefix hits across turns, no pressure",
@@ -74,7 +68,7 @@ def _golden_table() -> str:
              "| hit rate | preemptions | recomputed | what it exercises |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, what in _GOLDEN_WHAT.items():
-        run = _golden(name)
+        run = golden(name)
         p, r = run["params"], run["report"]
         cells = [f"`{name}`", *(str(p[k]) for k in (
             "clients", "pool", "block_size", "num_blocks", "max_num_seqs",
@@ -89,9 +83,9 @@ def _golden_table() -> str:
 BLOCKS: dict[str, Callable[[], str]] = {"serving.golden": _golden_table}
 
 NUMBERS.update({
-    "serving.golden.ample.recomputed": lambda: str(_golden("c4-p8-ample")["report"]
+    "serving.golden.ample.recomputed": lambda: str(golden("c4-p8-ample")["report"]
                                                     ["recomputed_tokens"]),
-    "serving.golden.ample.requests": lambda: str(_golden("c4-p8-ample")["report"]["requests"]),
+    "serving.golden.ample.requests": lambda: str(golden("c4-p8-ample")["report"]["requests"]),
     "serving.patton.embedded": _speed("serving-speed-patton", "embedded"),
     "serving.patton.patton": _speed("serving-speed-patton", "embedded+patton"),
     "serving.patton.patton.clients": _speed("serving-speed-patton", "embedded+patton",
@@ -128,7 +122,7 @@ def _turns() -> list[int]:
 
 def _golden_sizes() -> tuple[int, int]:
     """The golden files' bytes on disk and as text."""
-    files = sorted(_GOLDEN.glob("*.json.gz"))
+    files = sorted(GOLDEN_DIR.glob("*.json.gz"))
     return (sum(f.stat().st_size for f in files),
             sum(len(gzip.decompress(f.read_bytes())) for f in files))
 
