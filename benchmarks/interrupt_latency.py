@@ -58,14 +58,17 @@ def inputs(folder: Path) -> None:
 
 
 def stop(folder: Path, argv: list[str], ready: str | None, sig: signal.Signals, *,
-         started: Callable[[int], None] | None = None) -> tuple[int, float, list[str]]:
-    """Run ``patton ARGV`` in ``folder`` (its output in ``stdout.txt``, ``stderr.txt``) and
-    interrupt it; return (exit status, seconds to exit, the ``interrupted:`` lines).
-    ``started(pid)`` is told the process (and group) id."""
+         started: Callable[[int], None] | None = None,
+         signalled: Callable[[], None] | None = None) -> tuple[int, float, list[str]]:
+    """Run ``patton ARGV`` in ``folder`` (its output in ``stdout.txt``, ``stderr.txt``,
+    unbuffered) and interrupt it; return (exit status, seconds to exit, the ``interrupted:``
+    lines). ``started(pid)`` is told the process (and group) id; ``signalled()`` is called
+    right after the signal is sent."""
     out, err = folder / "stdout.txt", folder / "stderr.txt"
     with open(out, "w") as o, open(err, "w") as e:
         proc = subprocess.Popen([sys.executable, "-m", "patton.cli", *argv], stdout=o, stderr=e,
-                                start_new_session=True, cwd=folder)
+                                start_new_session=True, cwd=folder,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
     if started is not None:
         started(proc.pid)
     if ready is None:
@@ -84,6 +87,8 @@ def stop(folder: Path, argv: list[str], ready: str | None, sig: signal.Signals, 
         os.killpg(proc.pid, sig)
     else:
         os.kill(proc.pid, sig)
+    if signalled is not None:
+        signalled()
     try:
         code = proc.wait(timeout=120)
     except subprocess.TimeoutExpired:
