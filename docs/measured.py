@@ -118,19 +118,35 @@ def make_records(names: list[str] | None = None, folder: Path = RECORDS_DIR) -> 
     record.cache_clear()
 
 
+#: A variable in a timed record's command: a path that differs between machines (the public
+#: simulator's build, real vLLM's Python), given in the environment when the record is made
+#: and kept as ``$NAME`` in the record.
+_VARIABLE = re.compile(r"\$([A-Z_][A-Z0-9_]*)")
+
+
 def make_timed(names: list[str] | None = None, folder: Path = TIMED_DIR) -> None:
     """Run the commands of :data:`TIMED` (``names``, or all) and store what they write, wall
     times included (run them on a quiet machine)."""
     folder.mkdir(parents=True, exist_ok=True)
     for name in names or list(TIMED):
         timed = TIMED[name]
+        unset = sorted({v for arg in timed.argv for v in _VARIABLE.findall(arg)
+                        if v not in os.environ})
+        if unset:
+            needs = ", ".join(f"${v}" for v in unset)
+            if names:
+                raise NumbersError(f"timed record {name}: needs {needs} (a path on this "
+                                   "machine; docs/sources/ says what it is)")
+            print(f"timed record {name}: kept as it is (needs {needs})", file=sys.stderr)
+            continue
+        argv = [os.path.expandvars(arg) for arg in timed.argv]
         with tempfile.TemporaryDirectory(prefix="patton-build-") as fresh:
             env = dict(os.environ, **({"PATTON_BUILD": fresh} if timed.fresh_build else {}))
             command = ("PATTON_BUILD=EMPTY_FOLDER " if timed.fresh_build else "") + \
                 "python " + " ".join(timed.argv)
             print(f"timed record {name}: {command}", file=sys.stderr, flush=True)
             started = time.perf_counter()
-            done = subprocess.run([sys.executable, *timed.argv], cwd=ROOT, env=env,
+            done = subprocess.run([sys.executable, *argv], cwd=ROOT, env=env,
                                   capture_output=True, text=True, check=False)
             seconds = time.perf_counter() - started
         if done.returncode != 0:

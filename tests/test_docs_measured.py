@@ -119,3 +119,30 @@ def test_the_timed_quick_repro_made_the_golden_records():
     requires of it, wall times aside."""
     golden = json.loads((ROOT / "tests" / "data" / "repro" / "quick.json").read_text())
     assert measured.without_wall_times(measured.record("repro-quick")) == golden
+
+
+def test_a_timed_record_needing_an_unset_path_is_refused_or_kept(tmp_path, monkeypatch,
+                                                                 capsys):
+    """A machine's path is a ``$NAME`` in the command: named when asked for and unset, kept
+    as it is when every record is made; no record holds the machine's path."""
+    monkeypatch.delenv("NO_SUCH_PATH", raising=False)
+    timed = sys.modules["sources.common"].Timed(["$NO_SUCH_PATH/run.py"])
+    monkeypatch.setattr(measured, "TIMED", {"x": timed})
+    with pytest.raises(measured.NumbersError, match=r"timed record x: needs \$NO_SUCH_PATH"):
+        measured.make_timed(["x"], folder=tmp_path)
+    measured.make_timed(None, folder=tmp_path)
+    assert "timed record x: kept as it is (needs $NO_SUCH_PATH)" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+    script = tmp_path / "run.py"
+    script.write_text("print('{\"ran\": 1}')")
+    monkeypatch.setenv("NO_SUCH_PATH", str(tmp_path))
+    measured.make_timed(["x"], folder=tmp_path)
+    made = json.loads((tmp_path / "x.json").read_text())
+    assert (made["command"], made["output"]) == ("python $NO_SUCH_PATH/run.py", {"ran": 1})
+    measured.record.cache_clear()
+
+
+def test_no_record_holds_a_path_of_this_machine():
+    for path in [*measured.RECORDS_DIR.glob("*.json"), *measured.TIMED_DIR.glob("*.json")]:
+        command = json.loads(path.read_text())["command"]
+        assert str(ROOT) not in command and "/work/" not in command, path

@@ -7,9 +7,10 @@ from collections.abc import Callable
 
 from sources.common import Timed, record, span
 
-#: Where CENT's 19 generated traces and the public simulator's builds at both commits are
-#: (``/work/rec/cent-sweep``: its ``gen.sh`` and ``build.sh`` make them).
-_SWEEP = "/work/rec/cent-sweep"
+#: Where, on the machine that makes the record, CENT's generated traces (``traces/``: the
+#: configurations ``docs/cent.md`` lists, made by CENT's generator) and the public simulator
+#: built at both commits (``aimsim-COMMIT/``) are, given as ``$CENT_SWEEP``.
+_SWEEP = "$CENT_SWEEP"
 
 #: Timed record name -> how it is made (whole-process wall times on this machine).
 TIMED: dict[str, Timed] = {

@@ -10,7 +10,8 @@ from collections.abc import Callable
 from sources.common import GOLDEN_DIR, ROOT, Timed, golden, record
 
 _SPEED = "benchmarks/serving_engine_speed.py"
-_VLLM = ["--python", "/work/venv-vllm/bin/python"]
+#: Real vLLM's Python (the lean CPU install of ``docs/serving.md``), given as ``$VLLM_PYTHON``.
+_VLLM = ["--python", "$VLLM_PYTHON"]
 _PATTON = ["--runtime", "patton", "--num-blocks", "0"]
 
 #: Timed record name -> how it is made (steps per CPU-second on this machine).
