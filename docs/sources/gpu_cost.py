@@ -1,10 +1,12 @@
 """``docs/gpu-cost.md``'s numbers: the analytic A100 prefill model's figures for Llama-3-8B,
-computed from ``patton.eval.gpu_cost`` directly (deterministic and fast: no record)."""
+computed from ``patton.eval.gpu_cost`` and ``gpu_calibration`` directly (deterministic and
+fast: no record)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 from patton.eval import gpu_calibration
 from patton.eval.gpu_cost import AnalyticCost, Chunk, _figures
 from patton.runtime.models import MODELS
@@ -168,3 +170,75 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "gpu-cost.calibration.fit": lambda: _calibration("fitted parameters", "steps on"),
     "gpu-cost.calibration.steps": lambda: _calibration("steps on", None),
 }
+
+
+# ------------------------------------------------ the fit's remarks, from the data and the fit
+def _calibrated_2048() -> tuple[dict, float]:
+    """The calibrated model's operations and step time, one chunk of 2,048 on Llama-3-8B."""
+    cost = gpu_calibration.CalibratedCost(MODELS["llama3-8b"])
+    return cost.ops([(2048, 0)]), cost.step([(2048, 0)]).seconds
+
+
+def _points_errors() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every compared point's operation, measured and calibrated seconds."""
+    pts = gpu_calibration._points()
+    return np.array(pts.ops), pts.seconds, gpu_calibration._model(gpu_calibration.fit(), pts)
+
+
+def _mean_over_50us() -> str:
+    """The mean relative error on points of at least 50 us, every operation but ``embed``."""
+    ops, measured, model = _points_errors()
+    at = (measured >= 50e-6) & (ops != "embed")
+    return f"{100 * np.mean(np.abs(model[at] - measured[at]) / measured[at]):.1f} %"
+
+
+def _first_row(op: str, tokens: int) -> tuple[float, float]:
+    """Measured and calibrated microseconds of ``op`` at ``tokens`` in the first file."""
+    ops, measured, model = _points_errors()
+    rows = gpu_calibration.profiles()
+    i = next(i for i, (o, r) in enumerate(zip(ops, gpu_calibration._points().profiles))
+             if o == op and rows[r].tokens == tokens)
+    return measured[i] * 1e6, model[i] * 1e6
+
+
+def _least_squares_plain() -> tuple[float, str]:
+    """Without the robust loss: the streaming bandwidth (TB/s) and the other streaming
+    operations' mean error (model over measured, less one), low-high."""
+    from scipy.optimize import least_squares
+
+    pts = gpu_calibration._points()
+    log_measured = np.log(pts.seconds)
+    x = least_squares(lambda x: np.log(gpu_calibration._model(
+        gpu_calibration.Fit(*np.exp(x)), pts)) - log_measured,
+        np.log(gpu_calibration._START)).x
+    fit = gpu_calibration.Fit(*np.exp(x))
+    model, ops = gpu_calibration._model(fit, pts), np.array(pts.ops)
+    slow = [float(np.mean(model[ops == op] / pts.seconds[ops == op] - 1))
+            for op in ("rope", "ffn_act", "norms")]
+    return fit.stream_bandwidth / 1e12, span([100 * s for s in slow], lambda v: f"{v:.0f}")
+
+
+def _norm_per_byte() -> str:
+    """How many times slower per byte Vidur's norm kernels are than its adds (median over the
+    rows whose add takes at least 20 us; a norm moves ``2h``, an add ``3h`` per token)."""
+    ratios = [(p.seconds["input_layernorm"] / 2) / (p.seconds["add"] / 3)
+              for p in gpu_calibration.profiles() if p.seconds["add"] >= 20e-6]
+    return f"{np.median(ratios):.1f}"
+
+
+NUMBERS.update({
+    "gpu-cost.cal.norms_2048": lambda: (
+        f"{_calibrated_2048()[0]['norms'].seconds * 1e6 / MODELS['llama3-8b'].layers:.0f} us"),
+    "gpu-cost.cal.norms_2048_measured": lambda: f"{_first_row('norms', 2048)[0]:.1f} us",
+    "gpu-cost.cal.plain_b_s": lambda: f"{_least_squares_plain()[0]:.2f}",
+    "gpu-cost.cal.robust_b_s": lambda: f"{gpu_calibration.fit().stream_bandwidth / 1e12:.2f}",
+    "gpu-cost.cal.plain_slow": lambda: f"{_least_squares_plain()[1]} %",
+    "gpu-cost.cal.act_2_measured": lambda: f"{_first_row('ffn_act', 2)[0]:.0f} us",
+    "gpu-cost.cal.act_2_model": lambda: f"{_first_row('ffn_act', 2)[1]:.1f} us",
+    "gpu-cost.cal.norm_per_byte": _norm_per_byte,
+    "gpu-cost.cal.mean_over_50us": _mean_over_50us,
+    "gpu-cost.cal.embed_fast": lambda: "{:.0f}".format(float(np.mean(
+        [m / c for o, m, c in zip(*_points_errors()) if o == "embed"]))),
+    "gpu-cost.cal.embed_share": lambda: "{:.2f} %".format(
+        100 * _calibrated_2048()[0]["embed"].seconds / _calibrated_2048()[1]),
+})

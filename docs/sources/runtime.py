@@ -14,6 +14,9 @@ TIMED: dict[str, Timed] = {
     "runtime-decode-step": Timed([_DECODE, "--json"]),
     "runtime-decode-step-stagger": Timed([_DECODE, "--stagger", "--json"]),
     "runtime-decode-step-cold": Timed([_DECODE, "--cold", "--json"]),
+    # Deterministic, but minutes long: the CLI scenario at the paper's concurrency.
+    "runtime-scenario-32": Timed(["-m", "patton.cli", "runtime", "scenario", "--model",
+                                  "llama3-8b", "--requests", "32", "--steps", "40", "--json"]),
 }
 
 #: The step kinds, in the table's order, and the record each is in.
@@ -274,4 +277,58 @@ NUMBERS.update({
         record("runtime-value-writes-frontend")["timing"]["aimsim-0f28a07, per_channel"]
         [f"{p}_over_cz"]["energy_nj"] for p in ("no_cz_mem", "no_cz_abk"))),
     "runtime.frontend.mem.activations": _frontend("no_cz_mem", "activations", ".1f"),
+})
+
+RECORDS["runtime-fragmentation"] = Quick(["benchmarks/runtime_fragmentation.py", "--json"])
+
+
+def _fragment(channels: int, key: str) -> Callable[[], str]:
+    """The fragmented SV reduction (scores loaded with one ``WR_GB``) on ``channels``
+    channels: ``cycles_one`` … ``energy_nj_fragments`` as the page writes them, or
+    ``latency`` / ``energy``, the fragments' figure over the one run's."""
+    def made() -> str:
+        r = next(r for r in record("runtime-fragmentation")
+                 if r["channels"] == channels and r["gb_load"])
+        if key in ("latency", "energy"):
+            unit = "cycles" if key == "latency" else "energy_nj"
+            return f"{r[f'{unit}_fragments'] / r[f'{unit}_one']:.2f}×"
+        return f"{r[key]:,.0f}"
+    return made
+
+
+NUMBERS.update({
+    **{f"runtime.fragments.{key}": _fragment(32, key)
+       for key in ("cycles_one", "energy_nj_one", "cycles_fragments", "energy_nj_fragments",
+                   "latency", "energy")},
+    "runtime.fragments.fragments": lambda: str(record("runtime-fragmentation")[0]
+                                               ["fragments"]),
+    "runtime.fragments.one_channel.energy": _fragment(1, "energy"),
+})
+
+
+def _scenario() -> dict:
+    """The CLI scenario at the paper's concurrency (32 requests, 40 steps)."""
+    return record("runtime-scenario-32")
+
+
+def _scenario_pair(key: str) -> Callable[[], str]:
+    """A Value-write figure of the scenario, the Commit Zone's then no CZ's."""
+    return lambda: "{:,} vs {:,}".format(*(_scenario()[key][p] for p in ("cz", "no_cz")))
+
+
+NUMBERS.update({
+    "runtime.scenario.seconds": lambda: f"{_scenario()['wall_seconds']:.0f} s",
+    "runtime.scenario.ok": lambda: "all checks pass" if _scenario()["ok"]
+    and not _scenario()["failures"] else "checks FAILED",
+    "runtime.scenario.writes": lambda: f"{_scenario()['single_token_value_writes']:,}",
+    "runtime.scenario.activations": _scenario_pair("value_write_row_activations"),
+    "runtime.scenario.activations.ratio": lambda: "{:.1f}×".format(
+        _scenario()["value_write_row_activations"]["no_cz"]
+        / _scenario()["value_write_row_activations"]["cz"]),
+    "runtime.scenario.cycles": _scenario_pair("value_write_cycles"),
+    "runtime.scenario.cz_rows": lambda: (
+        f"{_scenario()['phases']['cz']['append v_write']['activations']:,}"),
+    "runtime.scenario.cz_steps": lambda: (
+        str(_scenario()["phases"]["cz"]["append v_write"]["programs"])),
+    "runtime.scenario.tolerance": lambda: f"{_scenario()['max_error_over_tolerance']:.2f}",
 })

@@ -7,7 +7,7 @@ import gzip
 import json
 from collections.abc import Callable
 
-from sources.common import GOLDEN_DIR, ROOT, Timed, golden, record
+from sources.common import GOLDEN_DIR, ROOT, Quick, Timed, golden, record
 
 _SPEED = "benchmarks/serving_engine_speed.py"
 #: Real vLLM's Python (the lean CPU install of ``docs/serving.md``), given as ``$VLLM_PYTHON``.
@@ -135,4 +135,107 @@ NUMBERS.update({
     "serving.file.turns_max": lambda: str(max(_turns())),
     "serving.golden.kb": lambda: f"{_golden_sizes()[0] / 1000:.0f} KB",
     "serving.golden.text_mb": lambda: f"{_golden_sizes()[1] / 1e6:.1f} MB",
+})
+
+
+# ------------------------------------------ Fig. 9, from the full-scale run (``repro-12000``)
+#: The loads of ``patton repro fig9`` in the table's order, with their labels.
+_LOADS = {"light": "light", "normal": "**normal** (the paper's pool)",
+          "pressure": "**pressure**", "overload": "> 250 k live"}
+_RUNTIMES = ("gpu", "patton", "patton-no-o2v")
+
+
+def _fig9() -> dict:
+    """The full-scale run's Fig. 9 (``docs/img/repro-12000.json``)."""
+    return record("repro-12000")["fig9"]
+
+
+def _run(load: str, runtime: str) -> dict:
+    return _fig9()["runs"][load][runtime]
+
+
+def _pim_blocks() -> int:
+    """The PIM device's KV blocks in Fig. 9's runs (its capacity in tokens over the runs'
+    block size, ``HitTask.block_size``): stranded positions count blocks."""
+    import dataclasses
+
+    from patton.eval.tasks import HitTask
+
+    size = next(f.default for f in dataclasses.fields(HitTask) if f.name == "block_size")
+    return _run("pressure", "patton")["capacity_tokens"] // size
+
+
+def _k(tokens: float) -> str:
+    """Tokens in thousands: one decimal below 100 k."""
+    return f"{tokens / 1000:.1f} k" if tokens < 100_000 else f"{tokens / 1000:.0f} k"
+
+
+def _fig9_table() -> str:
+    """Hit rates per load beside the paper's (bold where the paper has the load)."""
+    from patton.eval.figures.fig9 import PAPER
+
+    lines = ["| load | C / P | live context mean / max | GPU | PATTON | no-O2V | paper (GPU / "
+             "PATTON / no-O2V) |", "|---|---|---|---|---|---|---|"]
+    for load, label in _LOADS.items():
+        gpu = _run(load, "gpu")
+        hits = [f"{100 * _fig9()[load][r]:.2f} %" for r in _RUNTIMES]
+        paper = ""
+        if load in PAPER:
+            hits = [f"**{h}**" for h in hits]
+            paper = " / ".join(f"{100 * PAPER[load][r]:.2f}" for r in _RUNTIMES) + " %"
+        lines.append(f"| {label} | {gpu['clients']} / {gpu['pool']} | {_k(gpu['live_mean'])} / "
+                     f"{_k(gpu['live_max'])} | " + " | ".join(hits) + f" | {paper} |")
+    return "\n".join(lines)
+
+
+BLOCKS["serving.fig9"] = _fig9_table
+NUMBERS.update({
+    "serving.fig9.preemptions": lambda: str(sum(
+        _run(load, r)["preemptions"] for load in _LOADS for r in _RUNTIMES)),
+    "serving.fig9.stranded.patton": lambda: f"{_run('pressure', 'patton')['stranded_mean']:,.0f}",
+    "serving.fig9.stranded.no_o2v": lambda: (
+        f"{_run('pressure', 'patton-no-o2v')['stranded_mean']:,.0f}"),
+    "serving.fig9.pim_capacity": lambda: f"{_pim_blocks():,}",
+    "serving.fig9.stranded.share": lambda: "{:.0f} %".format(
+        100 * _run("pressure", "patton")["stranded_mean"] / _pim_blocks()),
+    "serving.fig9.collapse": lambda: f"{100 * _fig9()['pressure']['patton-no-o2v']:.1f} %",
+    "serving.fig9.light_gap": lambda: "{:.1f}".format(
+        100 * (_fig9()["light"]["gpu"] - _fig9()["light"]["patton-no-o2v"])),
+    "serving.fig9.ceiling": lambda: "{:.0f}–{:.0f} %".format(
+        *sorted(100 * _fig9()[load]["gpu"] for load in ("pressure", "light"))),
+    "serving.fig9.overload.live_max": lambda: _k(_run("overload", "gpu")["live_max"]),
+    "serving.fig9.pressure.live_max": lambda: _k(_run("pressure", "gpu")["live_max"]),
+    "serving.fig9.pressure.gap": lambda: "{:.1f}".format(
+        100 * (_fig9()["pressure"]["patton"] - _fig9()["pressure"]["gpu"])),
+    "serving.fig9.normal.no_o2v": lambda: f"{100 * _fig9()['normal']['patton-no-o2v']:.1f} %",
+    "serving.fig9.capacity": lambda: f"{_run('normal', 'gpu')['capacity_tokens'] / 1000:.0f} k",
+})
+
+#: Builds Fig. 9's 3,000-conversation ShareGPT file in a temporary folder and prints its
+#: size: conversations, bytes, tokens, messages (a turn is a user and an assistant message).
+_SHAREGPT = """
+import json, pathlib, subprocess, sys, tempfile
+with tempfile.TemporaryDirectory() as tmp:
+    out = pathlib.Path(tmp) / "sharegpt.jsonl"
+    subprocess.run([sys.executable, "-m", "patton.cli", "workload", "sharegpt", "--out",
+                    str(out), "--count", "3000"], check=True, capture_output=True)
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    print(json.dumps({"conversations": len(rows), "bytes": out.stat().st_size,
+                      "tokens": sum(len(m) for r in rows for m in r["messages"]),
+                      "messages": sum(len(r["messages"]) for r in rows)}))
+"""
+RECORDS: dict[str, Quick] = {"serving-sharegpt-3000": Quick(["-c", _SHAREGPT])}
+
+
+def _sharegpt(key: str) -> float:
+    return record("serving-sharegpt-3000")[key]
+
+
+NUMBERS.update({
+    "serving.sharegpt.mb": lambda: f"{_sharegpt('bytes') / 1e6:.0f} MB",
+    "serving.sharegpt.tokens": lambda: f"{_sharegpt('tokens') / 1e6:.1f} M",
+    "serving.sharegpt.per_conversation": lambda: (
+        f"{_sharegpt('tokens') / _sharegpt('conversations'):,.0f}"),
+    "serving.sharegpt.turns": lambda: (
+        f"{_sharegpt('messages') / 2 / _sharegpt('conversations'):.1f}"),
 })
