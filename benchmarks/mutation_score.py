@@ -7,13 +7,15 @@ side, ``--jobs`` at a time. A mutant is killed when the test file fails on it, o
 even load it; it survives when every test passes.
 
     python benchmarks/mutation_score.py sim/energy.py tests/test_energy.py [MORE_TESTS ...]
-        [--jobs 2] [--survivors] [--rerun LOG]
+        [--jobs 2] [--survivors] [--rerun LOG] [--json]
 
 Prints the counts and the score, and with ``--survivors`` each surviving edit (line, old,
-new). ``--rerun LOG`` runs only the mutants a previous ``--survivors`` output (LOG) lists as
-surviving, matched by their edit, not their line: the quick check after adding tests. Lines
-marked ``# pragma: no mutate`` are not mutated (mutmut's convention): the modules mark
-equivalent mutants that way, each with its reason. ``docs/testing.md`` has the figures.
+new); with ``--json``, one JSON object instead (module, tests, mutants, killed, survived, not
+applied, score, seconds, and every surviving edit). ``--rerun LOG`` runs only the mutants a
+previous ``--survivors`` output (LOG) lists as surviving, matched by their edit, not their
+line: the quick check after adding tests. Lines marked ``# pragma: no mutate`` are not
+mutated (mutmut's convention): the modules mark equivalent mutants that way, each with its
+reason. ``docs/testing.md`` has the figures.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import importlib.util
+import json
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -111,6 +114,7 @@ def main() -> int:
     ap.add_argument("--survivors", action="store_true", help="print each surviving edit")
     ap.add_argument("--rerun", type=Path, metavar="LOG",
                     help="run only the mutants LOG (a --survivors output) lists as surviving")
+    ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args()
     module = module_name(args.module)
     found = mutants(ROOT / args.module)
@@ -132,14 +136,21 @@ def main() -> int:
                       f"{results.count('survived')} survived", file=sys.stderr, flush=True)
     killed, survived = results.count("killed"), results.count("survived")
     errors = results.count("error")
+    seconds = time.perf_counter() - started
+    kept = [(line, edit(old, new)) for (line, old, new), result in zip(found, results)
+            if result == "survived"]
+    if args.json:
+        print(json.dumps({"module": args.module, "tests": args.tests, "mutants": len(found),
+                          "killed": killed, "survived": survived, "not_applied": errors,
+                          "score": killed / max(killed + survived, 1), "seconds": seconds,
+                          "survivors": [{"line": line, "edit": e} for line, e in kept]}))
+        return 0
     print(f"{args.module}: {len(found)} mutants, {killed} killed, {survived} survived"
           + (f", {errors} not applied" if errors else "")
-          + f": score {100 * killed / max(killed + survived, 1):.1f} % "
-          f"({time.perf_counter() - started:.0f} s)")
+          + f": score {100 * killed / max(killed + survived, 1):.1f} % ({seconds:.0f} s)")
     if args.survivors:
-        for (line, old, new), result in zip(found, results):
-            if result == "survived":
-                print(f"  line {line}: {edit(old, new)}")
+        for line, e in kept:
+            print(f"  line {line}: {e}")
     return 0
 
 

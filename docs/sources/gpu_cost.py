@@ -237,6 +237,7 @@ NUMBERS.update({
     "gpu-cost.cal.act_2_model": lambda: f"{_first_row('ffn_act', 2)[1]:.1f} us",
     "gpu-cost.cal.norm_per_byte": _norm_per_byte,
     "gpu-cost.cal.mean_over_50us": _mean_over_50us,
+    "gpu-cost.cal.layer_mean_after": lambda: _p1(_error("layer", "mean_rel_error")),
     "gpu-cost.cal.embed_fast": lambda: "{:.0f}".format(float(np.mean(
         [m / c for o, m, c in zip(*_points_errors()) if o == "embed"]))),
     "gpu-cost.cal.embed_share": lambda: "{:.2f} %".format(

@@ -222,6 +222,12 @@ NUMBERS: dict[str, Callable[[], str]] = {
     "sens.frontend.within_paper": _within_paper,
     "sens.combinations": lambda: str(record("repro-12000")["sensitivity"]["combinations"]),
     "fig7.recompute_share": _recompute_share,
+    "fig8.vs_blockpim": lambda: "; ".join(
+        " / ".join(pct(record("repro-12000")["fig8"][f][f"{k}_reduction_vs_blockpim"])
+                   for k in ("latency", "energy")) for f in ("shared", "per_channel")),
+    "sens.wo_cz_write.slower": lambda: "{:.0f}x".format(1 // next(
+        r for r in record("repro-12000")["sensitivity"]["rows"] if r["axis"] == "wo_cz_write")
+        ["fig8_value_write_speedup"]),
     "fig8.energy_vs_blockpim": lambda: span(
         [record("repro-12000")["fig8"][f]["energy_reduction_vs_blockpim"]
          for f in ("shared", "per_channel")], pct),
