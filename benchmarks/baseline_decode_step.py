@@ -8,12 +8,19 @@ a fresh cycle model under both front ends (``shared``: the public simulator's de
 ``per_channel``: one per channel). It isolates the layouts' GEMV and write efficiency from
 capacity and recomputation, which only a serving run shows (``patton repro``).
 
+``--runtime`` runs only the runtimes named; ``--aligned on|off`` overrides the baselines'
+``Policy.aligned`` (whether a request's KV head starts on all its channels at one step;
+``docs/baselines.md``); ``--json`` prints the rows as one JSON object instead of the table.
+
     python benchmarks/baseline_decode_step.py [--model llama3-8b] [--requests 32] [--tokens 1024]
+        [--runtime NAME ...] [--aligned policy|on|off] [--json]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 import time
 
 import numpy as np
@@ -25,10 +32,17 @@ from patton.sim.executor import CycleExecutor
 PARTS = ("K write", "V write", "commit", "QK^T", "SV")
 
 
-def step(name: str, model: str, requests: int, tokens: int) -> dict[str, object]:
-    """Return the step's programs' cycles per front end and the time to generate them."""
+def step(name: str, model: str, requests: int, tokens: int,
+         aligned: bool | None = None) -> dict[str, object]:
+    """Return the step's programs' cycles per front end and the time to generate them;
+    ``aligned`` (a baseline only) overrides its policy's ``aligned``."""
     rt = attach(name, MODELS[model]).runtime
     assert rt is not None
+    if aligned is not None:
+        policy = getattr(rt, "policy", None)
+        if policy is None:
+            raise SystemExit(f"--aligned: {name} is not a baseline (it has no policy)")
+        policy.aligned = aligned
     c = rt.config
     t = c.block_size
     next_id = 1
@@ -63,18 +77,37 @@ def main() -> None:
     ap.add_argument("--model", default="llama3-8b", choices=sorted(MODELS))
     ap.add_argument("--requests", type=int, default=32)
     ap.add_argument("--tokens", type=int, default=1024)
+    ap.add_argument("--runtime", nargs="+", choices=RUNTIMES[1:], default=list(RUNTIMES[1:]),
+                    metavar="NAME", help="runtimes to run (default: all but gpu)")
+    ap.add_argument("--aligned", choices=("policy", "on", "off"), default="policy",
+                    help="the baselines' aligned timelines: their policy's (default), on, off")
+    ap.add_argument("--json", action="store_true",
+                    help="print one JSON object (rows of cycles per part) instead of the table")
     args = ap.parse_args()
-    print(f"{args.model}: {args.requests} requests x {args.tokens} tokens, one decode token "
-          "each, layer 0 (cycles)")
-    print(f"{'runtime':14s} {'front end':11s} " + " ".join(f"{p:>9s}" for p in PARTS)
-          + f" {'total':>9s} {'gen ms':>7s}")
-    for name in RUNTIMES[1:]:
-        r = step(name, args.model, args.requests, args.tokens)
+    aligned = None if args.aligned == "policy" else args.aligned == "on"
+    rows: list[dict[str, object]] = []
+    if not args.json:
+        print(f"{args.model}: {args.requests} requests x {args.tokens} tokens, one decode "
+              "token each, layer 0 (cycles)")
+        print(f"{'runtime':14s} {'front end':11s} " + " ".join(f"{p:>9s}" for p in PARTS)
+              + f" {'total':>9s} {'gen ms':>7s}")
+    for name in args.runtime:
+        if args.json:
+            print(f"{name} ...", file=sys.stderr, flush=True)
+        r = step(name, args.model, args.requests, args.tokens, aligned)
         for frontend in ("shared", "per_channel"):
             cyc = r[frontend]
             assert isinstance(cyc, list)
-            print(f"{name:14s} {frontend:11s} " + " ".join(f"{x:9,d}" for x in cyc)
-                  + f" {sum(cyc):9,d} {r['generate_ms']:7.0f}")
+            rows.append({"runtime": name, "frontend": frontend,
+                         **dict(zip(PARTS, cyc)), "total": sum(cyc),
+                         "generate_ms": r["generate_ms"]})
+            if not args.json:
+                print(f"{name:14s} {frontend:11s} " + " ".join(f"{x:9,d}" for x in cyc)
+                      + f" {sum(cyc):9,d} {r['generate_ms']:7.0f}")
+    if args.json:
+        print(json.dumps({"model": args.model, "requests": args.requests,
+                          "tokens": args.tokens, "aligned": args.aligned, "rows": rows},
+                         indent=1))
 
 
 if __name__ == "__main__":

@@ -332,3 +332,7 @@ NUMBERS.update({
         str(_scenario()["phases"]["cz"]["append v_write"]["programs"])),
     "runtime.scenario.tolerance": lambda: f"{_scenario()['max_error_over_tolerance']:.2f}",
 })
+
+NUMBERS["runtime.writes.llama.abk_over_mem"] = lambda: "{:.1f}×".format(
+    _writes("llama3-8b", "aimsim-0f28a07")["no_cz_mem"]["cycles"]
+    / _writes("llama3-8b", "aimsim-0f28a07")["no_cz_abk"]["cycles"])
