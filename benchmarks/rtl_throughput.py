@@ -1,6 +1,6 @@
 """RTL co-simulation throughput: simulated channel cycles per wall second under Verilator.
 
-Usage: python benchmarks/rtl_throughput.py [--instructions N] [--rows R]
+Usage: python benchmarks/rtl_throughput.py [--instructions N] [--rows R] [--json]
 
 Builds (or reuses) the Verilator model of one channel with the schedule player, replays a long
 MAC_ABK schedule from the cycle model (N instructions of 64 columns each over R rows), and
@@ -14,13 +14,32 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
+import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 
 from patton.hw.params import ChannelParams
 from patton.sim.cycle_model import CycleModel
 from patton.sim.isa import Instruction, Opcode, channel_bit
 from patton.tb.player import SchedulePlayer
+
+
+@contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """Send file descriptor 1 (where a Verilator build and the simulator write) to standard
+    error while the block runs, so that ``--json`` prints JSON only."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def main() -> None:
@@ -29,9 +48,10 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=64)
     ap.add_argument("--json", action="store_true", help="print one JSON object instead")
     args = ap.parse_args()
-    started = time.perf_counter()
-    player = SchedulePlayer(ChannelParams(rows=args.rows))
-    ready = time.perf_counter() - started
+    with stdout_to_stderr() if args.json else nullcontext():
+        started = time.perf_counter()
+        player = SchedulePlayer(ChannelParams(rows=args.rows))
+        ready = time.perf_counter() - started
     if not args.json:
         print(f"Verilator build: {ready:.1f} s "
               f"(compile step {player.build_seconds:.1f} s; 0 when cached)")
@@ -40,7 +60,8 @@ def main() -> None:
     program.append(Instruction(Opcode.EOC))
     schedule = [c for c in CycleModel(record=True).run(program).schedule if c.channel == 0]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    result = player.play(schedule, "throughput")
+    with stdout_to_stderr() if args.json else nullcontext():
+        result = player.play(schedule, "throughput")
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
     assert result.counter == 0 and not result.violations, "a legal schedule was flagged"
