@@ -303,3 +303,14 @@ BLOCKS: dict[str, Callable[[], str]] = {
 }
 
 
+
+
+def _front_end(program: str) -> Callable[[], str]:
+    """A decode-step program's cycles under the shared then the per-channel front end."""
+    def made() -> str:
+        row = next(r for r in record("cycle-model-facts")["step"] if r["program"] == program)
+        return f"{row['shared']:,} to {row['per_channel']:,}"
+    return made
+
+
+NUMBERS.update({f"frontend.{p}.cycles": _front_end(p) for p in ("writes", "qk", "sv")})
