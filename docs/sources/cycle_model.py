@@ -4,7 +4,7 @@ and the public C++ simulator, the decode step and cost reuse
 
 The speed record runs the public simulator's binary, which is not in the repository: build it
 from ``arkhadem/aim_simulator`` at 0f28a07 (CMake) and give its path in
-``AIM_SIMULATOR_BINARY`` when making the record (``python docs/measured.py --timed
+``$AIM_SIMULATOR_BINARY`` when making the record (``python docs/measured.py --timed
 cycle-model-speed``); ``benchmarks/aimsim_example.yaml`` is its configuration.
 """
 
@@ -19,18 +19,11 @@ from sources.common import ROOT, TIMED_DIR, Quick, Timed, record, span
 
 _SPEED = "benchmarks/cycle_model_speed.py"
 
-#: ``cycle_model_speed.py --json`` with the public simulator: its binary from
-#: ``AIM_SIMULATOR_BINARY`` (a clear error without it), so the command names no machine path.
-_WITH_REFERENCE = """
-import os, runpy, sys
-binary = os.environ.get("AIM_SIMULATOR_BINARY")
-if not binary or not os.access(binary, os.X_OK):
-    sys.exit("set AIM_SIMULATOR_BINARY to the public AiM simulator's ramulator2 binary "
-             "(arkhadem/aim_simulator at 0f28a07, built with CMake)")
-sys.argv = ["SPEED", "--json", "--reference-binary", binary,
-            "--reference-config", "benchmarks/aimsim_example.yaml"]
-runpy.run_path(sys.argv[0], run_name="__main__")
-""".replace("SPEED", _SPEED)
+#: ``cycle_model_speed.py --json`` with the public simulator: its binary is
+#: ``$AIM_SIMULATOR_BINARY`` on the machine that makes the record (``docs/measured.py`` names
+#: it when unset), so the command names no machine path.
+_WITH_REFERENCE = [_SPEED, "--json", "--reference-binary", "$AIM_SIMULATOR_BINARY",
+                   "--reference-config", "benchmarks/aimsim_example.yaml"]
 
 #: The Python model stepping every controller every cycle, against its two shortcuts, on the
 #: MAC_ABK trace (one run each; JSON).
@@ -131,7 +124,7 @@ RECORDS: dict[str, Quick] = {"cycle-model-facts": Quick(["-c", _FACTS])}
 
 #: Timed record name -> how it is made (wall times on this machine).
 TIMED: dict[str, Timed] = {
-    "cycle-model-speed": Timed(["-c", _WITH_REFERENCE]),
+    "cycle-model-speed": Timed(_WITH_REFERENCE),
     "cycle-model-frontend": Timed([_SPEED, "--tables", "frontend", "--repeat", "5", "--json"]),
     "cycle-model-shortcuts": Timed(["-c", _SHORTCUTS]),
 }
