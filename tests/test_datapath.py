@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import math
 from collections.abc import Callable
 from fractions import Fraction
+from pathlib import Path
 
 import ml_dtypes
 import numpy as np
@@ -492,13 +494,15 @@ def test_host_add_is_ieee() -> None:
 MEASURED = 1e-6
 
 
-def operands(dist: str, rng: np.random.Generator, shape: tuple[int, ...]) -> tuple:
-    if dist == "normal":
-        return rng.standard_normal(shape), rng.standard_normal(shape) * 3.0 + 0.5
-    if dist == "positive":
-        return rng.random(shape), rng.random(shape)
-    signs = rng.choice([-1.0, 1.0], shape)
-    return rng.lognormal(0.0, 4.0, shape) * signs, rng.standard_normal(shape)
+#: The operands of each distribution: ``benchmarks/datapath_accuracy.py``'s, which measures
+#: the same errors the page quotes.
+_bench = importlib.util.spec_from_file_location(
+    "datapath_accuracy",
+    Path(__file__).resolve().parents[1] / "benchmarks" / "datapath_accuracy.py")
+assert _bench is not None and _bench.loader is not None
+accuracy = importlib.util.module_from_spec(_bench)
+_bench.loader.exec_module(accuracy)
+operands = accuracy.operands
 
 
 @pytest.mark.parametrize("dist", ["normal", "positive", "lognormal"])

@@ -55,9 +55,8 @@ from patton.sim import controller, native, trace
 from patton.sim.cycle_model import CycleModel
 from patton.sim.device import DEVICE
 from patton.sim.isa import Instruction, Opcode
-from patton.sim.program import Program
 from patton.sim.random_programs import random_program
-from test_cycle_model_follow import _decoded, _pair, _state
+from test_cycle_model_follow import _decoded, meetings
 from test_cycle_model_frontend import _split
 out = {}
 rt, next_id = prefilled(32, 2047)
@@ -82,14 +81,7 @@ program = _split(random_program(rng, int(rng.integers(5, 80)), channels=channels
 out["seed188"] = {"shared": CycleModel().run(program).cycles,
                   "per_channel": CycleModel(frontend="per_channel").run(program).cycles}
 # test_random_runs_meet's 40 draws
-met = 0
-for seed in range(40):
-    rng = np.random.default_rng(seed)
-    channels = int(rng.choice([1, 4, 32]))
-    program = Program.of(random_program(rng, int(rng.integers(30, 160)),
-                                        channels=channels, rows=int(rng.integers(1, 4))))
-    met += _pair(CycleModel(drain=bool(seed % 2)), program, _state(rng), _state(rng))[1]
-out["follow"] = {"met": met, "of": 40}
+out["follow"] = {"met": meetings(40), "of": 40}
 # the decode step's QK^T and SV again from the state they left (a GQA group's next head)
 model = CycleModel()
 state = model.run(step[0]).state
