@@ -377,6 +377,8 @@ def _analytic(pts: _Points, gpu: Gpu) -> np.ndarray:
 #: the streaming bandwidth of every other kernel down.
 _START = (5e-6, 250e12, 64.0, 1.5e12, 3e-6, 1e12)
 _LOSS_SCALE = 0.1
+#: The significant figures each fitted parameter keeps (:func:`fit`).
+_FIGURES = 8
 
 
 @functools.lru_cache(maxsize=1)
@@ -384,7 +386,12 @@ def fit() -> Fit:
     """Return the parameters that best fit every point (every operation of :data:`OPS`, every
     row of both files): robust least squares (``scipy.optimize.least_squares``, soft-L1 loss
     at scale 0.1) on ``log(model / measured)``, parameters fitted as logs (so positive), from
-    a fixed start: deterministic. Computed once per process."""
+    a fixed start: deterministic. Computed once per process.
+
+    Each parameter is kept to :data:`_FIGURES` significant figures: the solver's last digits
+    depend on the machine's LAPACK build (1e-11 relative between two machines with the same
+    NumPy and SciPy), far below what the data determine, and rounding them makes every record
+    priced by the fit the same on every machine."""
     from scipy.optimize import least_squares
 
     pts = _points()
@@ -394,7 +401,7 @@ def fit() -> Fit:
         return np.log(_model(Fit(*np.exp(x)), pts)) - log_measured
 
     x = least_squares(residuals, np.log(_START), loss="soft_l1", f_scale=_LOSS_SCALE).x
-    return Fit(*(float(v) for v in np.exp(x)))
+    return Fit(*(float(f"{v:.{_FIGURES}g}") for v in np.exp(x)))
 
 
 # ------------------------------------------------------------------------------ the model
