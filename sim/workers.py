@@ -12,7 +12,11 @@ Children that threads of the command wait on (the RTL's Verilator simulators,
 :mod:`patton.tb.session`) would keep those threads, and the command, running after an
 interrupt that did not reach them (SIGTERM to the command alone): their owners register a
 hook with :func:`at_interrupt`, and the command line's signal handler calls
-:func:`interrupted`, which runs the hooks before the command unwinds.
+:func:`interrupted`, which runs the hooks before the command unwinds. A thread that was about
+to start such a child when the hooks ran would start it after them, unkilled, and wait for its
+whole run: owners ask :func:`stopping` before they start a child and again once it is known
+(killing it then). The command line clears the state when the command has unwound
+(:func:`settled`), so a caller in the same process (a test, a notebook) starts children again.
 """
 
 from __future__ import annotations
@@ -22,7 +26,8 @@ import contextlib
 import signal
 from collections.abc import Callable, Sequence
 
-__all__ = ["GRACE", "ignore_interrupts", "stop", "at_interrupt", "interrupted"]
+__all__ = ["GRACE", "ignore_interrupts", "stop", "at_interrupt", "interrupted", "stopping",
+           "settled"]
 
 #: Seconds a terminated worker has to exit before it is killed.
 GRACE = 5.0
@@ -54,6 +59,8 @@ def stop(pools: Sequence[cf.ProcessPoolExecutor]) -> None:
 
 #: What :func:`interrupted` runs.
 _hooks: list[Callable[[], None]] = []
+#: Set (non-empty) by :func:`interrupted`, cleared by :func:`settled`.
+_interrupted: list[bool] = []
 
 
 def at_interrupt(hook: Callable[[], None]) -> None:
@@ -64,7 +71,21 @@ def at_interrupt(hook: Callable[[], None]) -> None:
 
 
 def interrupted() -> None:
-    """Run every :func:`at_interrupt` hook (one that fails does not stop the others)."""
+    """Note that the command is stopping (:func:`stopping`), then run every
+    :func:`at_interrupt` hook (one that fails does not stop the others)."""
+    _interrupted[:] = [True]
     for hook in list(_hooks):
         with contextlib.suppress(Exception):
             hook()
+
+
+def stopping() -> bool:
+    """True from :func:`interrupted` until :func:`settled`: start no child; kill one just
+    started. (The flag is set before the hooks run, and an owner records its child before it
+    asks, so either the hook sees the child or the owner sees the flag.)"""
+    return bool(_interrupted)
+
+
+def settled() -> None:
+    """The interrupted command has unwound (its threads have ended): children may start again."""
+    _interrupted.clear()

@@ -91,9 +91,13 @@ def _runner_class():
 
         def _execute_cmds(self, cmds, cwd, stdout=None) -> None:  # noqa: ANN001
             for cmd in cmds:
+                if workers.stopping():  # interrupted before it started: do not start it
+                    raise SimulatorError("the command was interrupted")
                 stderr = None if stdout is None else subprocess.STDOUT
                 self.process = subprocess.Popen(cmd, cwd=cwd, env=self.env, stdout=stdout,
                                                 stderr=stderr)
+                if workers.stopping():  # interrupted while it started: the hook may have
+                    self.process.kill()  # missed it (``_kill_all``)
                 code = self.process.wait()
                 if code != 0:
                     raise RuntimeError(f"the simulator exited with code {code}")
@@ -133,6 +137,9 @@ class Session:
         self.mats_path = self.work / "mats.hex"
         self.log_path = self.work / "sim.log"
         self.coverage_path = self.work / "coverage.dat" if player.coverage else None
+        if workers.stopping():
+            raise SimulatorError(f"RTL session {name!r} not started: the command was "
+                                 "interrupted")
         if any(other.work == self.work for other in _LIVE):
             raise ValueError(f"a live session already runs in {self.work}; give this one "
                              "another name")

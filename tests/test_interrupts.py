@@ -141,3 +141,60 @@ def test_an_interrupt_a_finalizer_swallows_still_stops_the_command(after):
                           capture_output=True, text=True, timeout=60, start_new_session=True)
     said = "interrupted: nothing written\nran to the end\n"  # not 'slept': the sleep stopped
     assert (done.returncode, done.stderr) == (130, said)
+
+
+def test_a_simulator_is_not_started_after_an_interrupt(tmp_path):
+    """A replay thread that reaches the simulator's start after the interrupt's hooks ran
+    (they killed what ran) does not start it; the command may start them again once it has
+    unwound (``workers.settled``)."""
+    from patton.sim import workers
+    from patton.tb.session import SimulatorError, _runner_class
+
+    runner = _runner_class()()
+    workers.interrupted()
+    try:
+        with pytest.raises(SimulatorError, match="interrupted"):
+            runner._execute_cmds([["sleep", "600"]], tmp_path)
+        assert runner.process is None
+    finally:
+        workers.settled()
+    runner._execute_cmds([["true"]], tmp_path)
+    assert runner.process is not None and runner.process.returncode == 0
+
+
+def test_a_simulator_started_as_the_interrupt_lands_is_killed(tmp_path, monkeypatch):
+    """The interrupt lands between the simulator's start and its record (the hooks could not
+    see it): the thread that started it kills it, not waits for its whole run."""
+    import subprocess
+
+    from patton.sim import workers
+    from patton.tb import session
+
+    popen = subprocess.Popen
+
+    def popen_then_interrupt(*args, **kwargs):
+        process = popen(*args, **kwargs)
+        workers.interrupted()  # as if the signal came now: the runner has not recorded it
+        return process
+
+    monkeypatch.setattr(session.subprocess, "Popen", popen_then_interrupt)
+    runner = session._runner_class()()
+    try:
+        with pytest.raises(RuntimeError, match=f"code {-signal.SIGKILL}"):
+            runner._execute_cmds([["sleep", "600"]], tmp_path)
+    finally:
+        workers.settled()
+    assert runner.process is not None and runner.process.returncode == -signal.SIGKILL
+
+
+def test_the_command_line_settles_after_an_interrupt():
+    """After an interrupted command has unwound, children may start again in the process."""
+    from patton.sim import workers
+
+    from patton.cli import interrupt
+
+    with interrupt.handling() as status:
+        workers.interrupted()
+        assert workers.stopping()
+        raise KeyboardInterrupt
+    assert status == [130] and not workers.stopping()

@@ -119,6 +119,7 @@ def handling() -> Iterator[list[int]]:
         status.append(EXIT)
     finally:  # a caller in the same process (a test, a notebook) gets its handlers back
         _kept.clear()
+        workers.settled()
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, alarm)
         sys.unraisablehook = hook
