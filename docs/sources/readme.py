@@ -33,9 +33,9 @@ RECORDS: dict[str, Quick] = {
     "aim-micro_macab-cent": Quick(["-m", "patton.cli", "aim", "run", _MICRO_MACAB,
                                    "--standby", "cent", "--json"]),
     "value-writes-llama3-8b": Quick([_VALUE_WRITES, "--model", "llama3-8b", "--requests",
-                                     "32", "--steps", "32", "--json"], slow=True),
+                                     "32", "--steps", "32", "--json"]),
     "value-writes-opt-6.7b": Quick([_VALUE_WRITES, "--model", "opt-6.7b", "--requests", "8",
-                                    "--steps", "32", "--json"], slow=True),
+                                    "--steps", "32", "--json"]),
 }
 
 #: Stored record name -> its file: the full-scale ``patton repro`` results, and the public

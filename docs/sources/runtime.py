@@ -226,7 +226,7 @@ RECORDS: dict[str, Quick] = {
     "runtime-value-writes-frontend": Quick(
         ["benchmarks/runtime_value_writes.py", "--model", "llama3-8b", "--requests", "32",
          "--steps", "32", "--timing", "aimsim-0f28a07", "--frontend", "shared", "per_channel",
-         "--json"], slow=True),
+         "--json"]),
 }
 
 

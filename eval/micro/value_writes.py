@@ -7,7 +7,9 @@ Zone (CZ slots, ``W MEM`` grouped by CRS row), without it using ``WR_ABK`` (one 
 per Value row), and without it using ``W MEM`` (one masked burst per bank and Value row, as
 the paper describes). Each step's Value-write program (and its commits) runs on the cycle
 model from the reset state, alone; the figures are summed over the steps (row activations,
-cycles, commands, energy).
+cycles, commands, energy). Only the cycle model runs: the figures are costs, and costs do not
+depend on data (the runtime's programs are checked for values on the functional model and the
+RTL elsewhere).
 
 The prompt lengths are drawn as the earlier random scenario drew them for a decode-only run
 (a prompt length, then a decode length that is not used, per request, from
@@ -25,9 +27,9 @@ import numpy as np
 from patton.runtime.patton.config import Config
 from patton.runtime.patton.variants import VARIANTS, Variant
 from patton.serving.kv_data import PATTERN
-from patton.sim.energy import activations
-from patton.sim.executor import CycleExecutor
-from patton.sim.functional import FunctionalModel
+from patton.sim.cycle_model import CycleModel, DeviceState
+from patton.sim.energy import activations, energy
+from patton.sim.executor import closed
 from patton.sim.program import concat
 
 __all__ = ["PATHS", "RATIOS", "prompts", "measure"]
@@ -73,7 +75,8 @@ def _path(config: Config, variant: Variant, lengths: list[int], steps: int, timi
         rt.write_program(items)
         tables.append(table)
     length = list(lengths)
-    mats = FunctionalModel(config.device)  # the values the cycle executors keep in step
+    cycle_model = CycleModel(config.device, timing, record=False, drain=True, frontend=frontend)
+    reset = DeviceState.reset(config.device)
     out = {"activations": 0, "cycles": 0, "commands": 0, "energy_nj": 0.0, "writes": 0,
            "commits": 0}
     one = tokens(1)
@@ -89,14 +92,11 @@ def _path(config: Config, variant: Variant, lengths: list[int], steps: int, timi
         w = rt.write_program(items)
         out["writes"] += len(items)
         out["commits"] += sum(1 for _, start, _, _ in items if start == t - 1 and start > 0)
-        res = CycleExecutor(config.device, timing, record=False, model=mats,
-                            frontend=frontend).run(concat([w.value, w.commit]))
-        assert res.cycles is not None and res.command_counts is not None
-        assert res.energy is not None
+        res = cycle_model.run(closed(concat([w.value, w.commit])), reset)
         out["activations"] += activations(res.command_counts)
         out["cycles"] += res.cycles
         out["commands"] += sum(sum(c.values()) for c in res.command_counts.values())
-        out["energy_nj"] += res.energy.total
+        out["energy_nj"] += energy(res.command_counts, res.bank_state_cycles, res.cycles).total
     return out
 
 
