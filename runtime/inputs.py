@@ -12,13 +12,12 @@ The checks run before the runtime changes anything, so a refused call leaves it 
 
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
 from patton.runtime.errors import DtypeError, LayerError, ShapeError
+from patton.sim.datapath import is_bf16
 
 __all__ = ["bf16_bits", "check_shape", "check_layer"]
 
-_BF16 = np.dtype(ml_dtypes.bfloat16)
 _U16 = np.dtype(np.uint16)
 
 
@@ -34,7 +33,7 @@ def bf16_bits(x: object, what: str) -> np.ndarray:
     dtype = x.dtype
     if dtype == _U16:
         return x
-    if dtype == _BF16:
+    if is_bf16(dtype):
         return x.view(np.uint16)
     raise DtypeError(f"{what} has dtype {dtype}: give bfloat16 bit patterns (uint16) or an "
                      f"ml_dtypes.bfloat16 array (patton.sim.datapath.to_bf16 converts real "

@@ -26,17 +26,17 @@ Invariants:
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import ml_dtypes
 import numpy as np
 
 __all__ = [
     "WINDOW", "NAN16", "NAN32", "INF16", "INF32", "MAX16",
     "AF_SEGMENTS", "AF_STEP_LOG2", "AF_WORDS", "AfSpec", "AF_FUNCTIONS",
     "mac", "accumulate", "mul", "add", "bias", "readout", "af", "af_lut", "af_index",
-    "to_bf16", "from_bf16", "from_fp32", "to_fp32",
+    "to_bf16", "from_bf16", "from_fp32", "to_fp32", "is_bf16",
 ]
 
 #: Width in bits of the alignment window (24 significand bits of binary32 + 8 guard bits).
@@ -65,10 +65,18 @@ _ZERO_T = -(1 << 20)  # alignment exponent of a zero term (below every real one)
 # --------------------------------------------------------------------------- field helpers
 
 
+def is_bf16(dtype: np.dtype) -> bool:
+    """True when ``dtype`` is ``ml_dtypes.bfloat16``. Asked without importing ``ml_dtypes``
+    (its import takes most of a second, every command's start-up): an array of that dtype
+    exists only once its caller has imported it."""
+    module = sys.modules.get("ml_dtypes")
+    return module is not None and dtype == module.bfloat16
+
+
 def _u16(x: np.ndarray) -> np.ndarray:
     """Return bfloat16 bit patterns as ``int64`` (accepts ``uint16`` or ``bfloat16`` arrays)."""
     x = np.asarray(x)
-    if x.dtype == ml_dtypes.bfloat16:
+    if is_bf16(x.dtype):
         x = x.view(np.uint16)
     if x.dtype.kind not in "ui":
         raise TypeError(f"expected bfloat16 bit patterns (uint16), got dtype {x.dtype}")
@@ -311,6 +319,8 @@ def add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     rounded once to nearest even, subnormals kept. (The binary32 sum of two bfloat16 values
     rounded again to bfloat16 equals the correctly rounded sum, since 24 >= 2 * 8 + 2.)
     """
+    import ml_dtypes  # here, not at the top: see is_bf16
+
     a = _u16(a).astype(np.uint16).view(ml_dtypes.bfloat16).astype(np.float32)
     b = _u16(b).astype(np.uint16).view(ml_dtypes.bfloat16).astype(np.float32)
     return (a + b).astype(ml_dtypes.bfloat16).view(np.uint16)

@@ -54,7 +54,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-import ml_dtypes
 import numpy as np
 from patton.sim import datapath as dp
 from patton.sim import protocol
@@ -349,7 +348,7 @@ class FunctionalModel:
     def _array(data: np.ndarray) -> np.ndarray:
         """Return ``data`` as ``uint16`` bit patterns; raise on non-integers or wide values."""
         arr = np.asarray(data)
-        if arr.dtype == ml_dtypes.bfloat16:
+        if dp.is_bf16(arr.dtype):
             return arr.view(np.uint16)
         if arr.dtype.kind not in "ui":
             raise ProtocolError(f"payload must be bfloat16 bit patterns, got dtype {arr.dtype}")

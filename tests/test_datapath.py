@@ -681,3 +681,18 @@ def test_af_specs_are_immutable_records() -> None:
     assert not hasattr(spec, "__dict__")  # slotted: no attributes beyond the fields
     assert [field.name for field in dataclasses.fields(dp.AfSpec)] == ["name", "fn", "low",
                                                                        "high"]
+
+
+def test_is_bf16_knows_the_dtype_without_importing_ml_dtypes():
+    assert dp.is_bf16(np.dtype(ml_dtypes.bfloat16))
+    assert not dp.is_bf16(np.dtype(np.uint16)) and not dp.is_bf16(np.dtype(np.float16))
+    import subprocess
+    import sys
+
+    # a command's start-up (ml_dtypes' import takes most of a second) does not import it
+    probe = ("import sys, numpy as np; import patton.cli, patton.cli.aim, patton.sim.functional, "
+             "patton.runtime.inputs as i; from patton.sim import datapath as dp; "
+             "assert not dp.is_bf16(np.dtype(np.uint16)); print('ml_dtypes' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True).stdout
+    assert out == "False\n"
