@@ -126,6 +126,9 @@ class Session:
 
     def __init__(self, player: Build, name: str = "session", *,
                  timeout: float = 120.0, start_timeout: float = 120.0) -> None:
+        if workers.stopping():
+            raise SimulatorError(f"RTL session {name!r} not started: the command was "
+                                 "interrupted")
         self.player = player
         self.params = player.params
         self.name = name
@@ -137,9 +140,6 @@ class Session:
         self.mats_path = self.work / "mats.hex"
         self.log_path = self.work / "sim.log"
         self.coverage_path = self.work / "coverage.dat" if player.coverage else None
-        if workers.stopping():
-            raise SimulatorError(f"RTL session {name!r} not started: the command was "
-                                 "interrupted")
         if any(other.work == self.work for other in _LIVE):
             raise ValueError(f"a live session already runs in {self.work}; give this one "
                              "another name")

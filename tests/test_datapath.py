@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import math
+import subprocess
+import sys
 from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
@@ -686,9 +688,6 @@ def test_af_specs_are_immutable_records() -> None:
 def test_is_bf16_knows_the_dtype_without_importing_ml_dtypes():
     assert dp.is_bf16(np.dtype(ml_dtypes.bfloat16))
     assert not dp.is_bf16(np.dtype(np.uint16)) and not dp.is_bf16(np.dtype(np.float16))
-    import subprocess
-    import sys
-
     # a command's start-up (ml_dtypes' import takes most of a second) does not import it
     probe = ("import sys, numpy as np; import patton.cli, patton.cli.aim, patton.sim.functional, "
              "patton.runtime.inputs as i; from patton.sim import datapath as dp; "

@@ -198,3 +198,21 @@ def test_the_command_line_settles_after_an_interrupt():
         assert workers.stopping()
         raise KeyboardInterrupt
     assert status == [130] and not workers.stopping()
+
+
+def test_no_session_starts_after_an_interrupt():
+    """A session asked for after the interrupt is refused before it makes anything."""
+    import os
+
+    from patton.sim import workers
+    from patton.tb.session import Session, SimulatorError
+    from patton.tb.toolchain import BUILD_ROOT
+
+    workers.interrupted()
+    try:
+        with pytest.raises(SimulatorError, match="'late' not started: the command was "
+                                                 "interrupted"):
+            Session(object(), "late")  # type: ignore[arg-type]  # never looked at
+    finally:
+        workers.settled()
+    assert not (BUILD_ROOT / "runs" / f"late-{os.getpid()}").exists()
