@@ -24,6 +24,7 @@ from contextlib import contextmanager, nullcontext
 from patton.hw.params import ChannelParams
 from patton.sim.cycle_model import CycleModel
 from patton.sim.isa import Instruction, Opcode, channel_bit
+from patton.sim.schedule import TimedCommand
 from patton.tb.player import SchedulePlayer
 
 
@@ -42,6 +43,15 @@ def stdout_to_stderr() -> Iterator[None]:
         os.close(saved)
 
 
+def mac_schedule(instructions: int, rows: int) -> list[TimedCommand]:
+    """Channel 0's schedule of ``instructions`` MAC_ABK instructions of 64 columns each, over
+    ``rows`` rows in turn, from the cycle model (nearly all MAC16)."""
+    program = [Instruction(Opcode.MAC_ABK, opsize=64, channel_mask=channel_bit(0),
+                           row=i % rows) for i in range(instructions)]
+    program.append(Instruction(Opcode.EOC))
+    return [c for c in CycleModel(record=True).run(program).schedule if c.channel == 0]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--instructions", type=int, default=2000)
@@ -55,10 +65,7 @@ def main() -> None:
     if not args.json:
         print(f"Verilator build: {ready:.1f} s "
               f"(compile step {player.build_seconds:.1f} s; 0 when cached)")
-    program = [Instruction(Opcode.MAC_ABK, opsize=64, channel_mask=channel_bit(0),
-                           row=i % args.rows) for i in range(args.instructions)]
-    program.append(Instruction(Opcode.EOC))
-    schedule = [c for c in CycleModel(record=True).run(program).schedule if c.channel == 0]
+    schedule = mac_schedule(args.instructions, args.rows)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     with stdout_to_stderr() if args.json else nullcontext():
         result = player.play(schedule, "throughput")

@@ -40,8 +40,9 @@ class Bank(wiring.Component):
         Whether a row is open, whether it is a LUT row, and which.
     mat_row : Out
         The open row's row address in the mat.
-    rd_col : In
-        Column to read in the open row; data on ``rd_data`` in the next cycle.
+    rd_en, rd_col : In
+        Read column ``rd_col`` of the open row this cycle; data on ``rd_data`` in the next
+        cycle, held until the next read.
     rd_data : Out
         Read data.
     wr_en, wr_row, wr_col, wr_data, wr_mask : In
@@ -58,7 +59,7 @@ class Bank(wiring.Component):
             "act": In(1), "act_lut": In(1), "act_row": In(params.open_row_bits), "pre": In(1),
             "open": Out(1), "lut": Out(1), "row": Out(params.open_row_bits),
             "mat_row": Out(params.mat_row_bits),
-            "rd_col": In(params.col_bits), "rd_data": Out(params.width),
+            "rd_en": In(1), "rd_col": In(params.col_bits), "rd_data": Out(params.width),
             "wr_en": In(1), "wr_row": In(params.mat_row_bits), "wr_col": In(params.col_bits),
             "wr_data": In(params.width), "wr_mask": In(params.lanes),
         })
@@ -78,7 +79,7 @@ class Bank(wiring.Component):
             m.d.sync += self.open.eq(0)
         m.d.comb += [
             self.mat_row.eq(Mux(self.lut, p.rows + self.row, self.row)),
-            mat.rd_row.eq(self.mat_row), mat.rd_col.eq(self.rd_col),
+            mat.rd_en.eq(self.rd_en), mat.rd_row.eq(self.mat_row), mat.rd_col.eq(self.rd_col),
             self.rd_data.eq(mat.rd_data),
             mat.wr_en.eq(self.wr_en), mat.wr_row.eq(self.wr_row), mat.wr_col.eq(self.wr_col),
             mat.wr_data.eq(self.wr_data), mat.wr_mask.eq(self.wr_mask),

@@ -84,7 +84,8 @@ def normalise(m: Module, value: Value, *, name: str) -> tuple[Signal, Signal]:
         amount *= 2
     leading_zeros = Signal(len(stages), name=f"{name}_leading_zeros")
     for amount in reversed(stages):
-        top_zero = value[width - amount:] == 0
+        top_zero = Signal(name=f"{name}_zero{amount}")  # a signal: used twice
+        m.d.comb += top_zero.eq(value[width - amount:] == 0)
         shifted = Signal(width, name=f"{name}_stage{amount}")
         m.d.comb += [
             shifted.eq(Mux(top_zero, value << amount, value)),

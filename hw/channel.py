@@ -46,8 +46,9 @@ from amaranth.hdl import (
     Module,
     Mux,
     Signal,
+    unsigned,
 )
-from amaranth.lib import wiring
+from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 from patton.hw.af import SEGMENT_BITS, SEGMENT_OF_ZERO, AfOperands, AfSegment
 from patton.hw.bank import Bank
@@ -226,11 +227,17 @@ class Channel(wiring.Component):
         s1_broadcast = Signal()
         s1_ewmul_bg = Signal()
 
+        # One signal per command in stage 1 (and in stage 0, below): Amaranth lowers an
+        # expression once per use, and a simulator evaluates every copy in every cycle.
+        in_stage1 = {c: Signal(name=f"was_{c.name}") for c in Command}
+        m.d.comb += [flag.eq(s1_valid & (s1_command == Opcode[c.name]))
+                     for c, flag in in_stage1.items()]
+
         def was(*commands):
             result = Const(0)
             for c in commands:
-                result = result | (s1_command == Opcode[c.name])
-            return s1_valid & result
+                result = result | in_stage1[c]
+            return result
 
         # Which accumulators the command in stage 1 writes: from its MAC unit (MAC, MAC16; under
         # BROADCAST = 1 MAC16 updates only the even banks, each with its odd partner's word; the
@@ -256,18 +263,27 @@ class Channel(wiring.Component):
                          dec.rows[b].eq(bank.row)]
         exe = dec.execute
 
+        in_stage0 = {c: Signal(name=f"is_{c.name}") for c in Command}
+        m.d.comb += [flag.eq(cmd.command == Opcode[c.name]) for c, flag in in_stage0.items()]
+
         def is_(*commands):
             result = Const(0)
             for c in commands:
-                result = result | (cmd.command == Opcode[c.name])
+                result = result | in_stage0[c]
             return result
 
         # AF16: each bank reads the LUT column of its own accumulator's segment, as the command
         # in stage 1 leaves the accumulator: a MAC result in stage 1 is forwarded (a WRMAC16
         # cannot be there: an AF16 needs a TMOD after it).
+        # Reads: a bank's mat is read only for a command whose stage 1 uses the word (the read
+        # enables keep the mats' and the buffer's read data unchanged otherwise, which nothing
+        # observes): RD, RDCP and MAC the addressed bank and its BROADCAST partner b ^ 1,
+        # MAC16, EWMUL16 and AF16 every bank; the global buffer for WRCP, MAC and MAC16.
         pair_bits = (p.lanes // 2 - 1).bit_length()  # segments per column: lanes / 2
         af_issue = is_(Command.AF16)
         sel = cmd.bank[:bank_bits]
+        every_read = is_(Command.MAC16, Command.EWMUL16, Command.AF16)
+        pair_read = is_(Command.RD, Command.RDCP, Command.MAC)
         for b, bank in enumerate(banks):
             here = sel == b
             af_segment = Mux(from_mac[b], mac_segments[b].segment, segment[b])
@@ -276,9 +292,11 @@ class Channel(wiring.Component):
                 bank.act_lut.eq(cmd.lut), bank.act_row.eq(cmd.row),
                 bank.pre.eq(exe & ((is_(Command.PRE) & here)
                                    | is_(Command.PREA, Command.WRA16))),
+                bank.rd_en.eq(every_read | (pair_read & ((sel >> 1) == (b >> 1)))),
                 bank.rd_col.eq(Mux(af_issue, af_segment[pair_bits:], cmd.col)),
             ]
-        m.d.comb += gb.rd_col.eq(cmd.col)
+        m.d.comb += [gb.rd_en.eq(is_(Command.WRCP, Command.MAC, Command.MAC16)),
+                     gb.rd_col.eq(cmd.col)]
 
         open_row = Array(bank.mat_row for bank in banks)[sel]
         every_bank = is_(Command.MAC16, Command.WRA16, Command.EWMUL16, Command.AF16)
@@ -381,22 +399,30 @@ class Channel(wiring.Component):
 
         # --- read returns: one pipeline and port for RD, one for the register reads, so that
         # returns in the same cycle (an RD at t, an RDMAC16 or RDAF16 at t + 50) both arrive.
-        # Data enters at the end of stage 1 (cycle t + 1) at depth latency - 2 and moves down
-        # one stage per cycle; stage 0 is the port.
+        # A pipeline of depth = latency - 1 cycles: a read enters it at the end of stage 1
+        # (cycle t + 1) and is on the port depth cycles later. Its valid bits shift down one
+        # place per cycle (entering at the top, the port's at bit 0); its command and data stay
+        # put, in a ring of depth entries written at ``slot`` and read at ``slot`` depth
+        # cycles later (the slot goes round once in depth cycles), so that a cycle moves one
+        # small register, not depth wide ones.
         registers = Mux(was(Command.RDAF16), Cat(*af), Cat(*value))
         ports = [(self.rdata, bank_data, (Command.RD,), "rd"),
                  (self.rdata_mac, registers, REGISTER_READS, "rdmac")]
         assert {c for *_, cs, _ in ports for c in cs} == set(RETURNING)
         for port, payload, commands, name in ports:
             depth = self.latency(commands[0]) - 1
-            stages = [Signal(port.shape(), name=f"{name}_ret{k}") for k in range(depth)]
-            for k in range(depth - 1):
-                m.d.sync += stages[k].eq(stages[k + 1])
-            m.d.sync += stages[-1].eq(0)
-            with m.If(was(*commands)):
-                m.d.sync += [stages[-1].valid.eq(1), stages[-1].command.eq(s1_command),
-                             stages[-1].data.eq(payload)]
-            m.d.comb += port.eq(stages[0])
+            valids = Signal(depth, name=f"{name}_valid")
+            slot = Signal(range(depth), name=f"{name}_slot")
+            m.submodules[f"{name}_ring"] = ring = memory.Memory(
+                shape=unsigned(len(port.as_value()) - 1), depth=depth, init=[])
+            enter, leave = ring.write_port(), ring.read_port(domain="comb")
+            m.d.sync += [valids.eq(Cat(valids[1:], was(*commands))),
+                         slot.eq(Mux(slot == depth - 1, 0, slot + 1))]
+            m.d.comb += [enter.addr.eq(slot), enter.en.eq(was(*commands)),
+                         enter.data.eq(Cat(s1_command, payload)), leave.addr.eq(slot)]
+            with m.If(valids[0]):
+                m.d.comb += [port.valid.eq(1),
+                             port.as_value()[1:].eq(leave.data)]
 
         # --- verdict, counters --------------------------------------------------------------
         v = self.violation

@@ -99,9 +99,14 @@ class Decoder(wiring.Component):
         high = Signal()  # row bits above the open-row register: no open row matches
         m.d.comb += high.eq(cmd.row[p.open_row_bits:].any())
 
+        # Bank b's open row is the command's row (a signal each: it has four uses).
+        names = [Signal(name=f"named{b}") for b in banks]
+        for b in banks:
+            m.d.comb += names[b].eq((row_of[b] == cmd_row) & ~high)
+
         def named(b):
             """Bank ``b``'s open row is the command's row."""
-            return (row_of[b] == cmd_row) & ~high
+            return names[b]
 
         bank_open = Array(self.open[b] for b in banks)[bank]
         bank_named = Array(named(b) for b in banks)[bank]

@@ -11,7 +11,8 @@ __all__ = ["GlobalBuffer"]
 
 
 class GlobalBuffer(wiring.Component):
-    """Global buffer: one synchronous, write-first read port and one lane-masked write port.
+    """Global buffer: one synchronous, write-first read port with an enable and one lane-masked
+    write port.
 
     Parameters
     ----------
@@ -20,9 +21,9 @@ class GlobalBuffer(wiring.Component):
 
     Members
     -------
-    rd_col : In
-        Column to read; data on ``rd_data`` in the next cycle (a write at the same edge is
-        visible).
+    rd_en, rd_col : In
+        Read column ``rd_col`` this cycle; data on ``rd_data`` in the next cycle (a write at
+        the same edge is visible), held until the next read.
     rd_data : Out
         Read data.
     wr_en, wr_col, wr_data, wr_mask : In
@@ -34,7 +35,7 @@ class GlobalBuffer(wiring.Component):
             raise TypeError(f"params must be a ChannelParams, not {params!r}")
         self._params = params
         super().__init__({
-            "rd_col": In(params.gb_col_bits), "rd_data": Out(params.width),
+            "rd_en": In(1), "rd_col": In(params.gb_col_bits), "rd_data": Out(params.width),
             "wr_en": In(1), "wr_col": In(params.gb_col_bits), "wr_data": In(params.width),
             "wr_mask": In(params.lanes),
         })
@@ -54,6 +55,6 @@ class GlobalBuffer(wiring.Component):
         m.d.comb += [
             wp.addr.eq(self.wr_col), wp.data.eq(self.wr_data),
             wp.en.eq(Mux(self.wr_en, self.wr_mask, 0)),
-            rp.addr.eq(self.rd_col), self.rd_data.eq(rp.data),
+            rp.en.eq(self.rd_en), rp.addr.eq(self.rd_col), self.rd_data.eq(rp.data),
         ]
         return m

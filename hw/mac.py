@@ -117,11 +117,17 @@ class MacUnit(wiring.Component):
 
         for lane in range(LANES):
             x, y = a[lane], b[lane]
-            # Step 1: classify both operands by their exponent field.
-            x_zero, y_zero = x.exponent == 0, y.exponent == 0
-            x_special, y_special = x.exponent == EXP_SPECIAL, y.exponent == EXP_SPECIAL
-            x_inf, y_inf = x_special & (x.mantissa == 0), y_special & (y.mantissa == 0)
-            x_nan, y_nan = x_special & (x.mantissa != 0), y_special & (y.mantissa != 0)
+            # Step 1: classify both operands by their exponent field. Each class is a signal:
+            # Amaranth lowers an expression once per use, and each is used two or three times.
+            x_zero, y_zero, x_special, y_special, x_inf, y_inf = (
+                Signal(name=f"lane{lane}_{name}")
+                for name in ("x_zero", "y_zero", "x_special", "y_special", "x_inf", "y_inf"))
+            m.d.comb += [
+                x_zero.eq(x.exponent == 0), y_zero.eq(y.exponent == 0),
+                x_special.eq(x.exponent == EXP_SPECIAL), y_special.eq(y.exponent == EXP_SPECIAL),
+                x_inf.eq(x_special & (x.mantissa == 0)), y_inf.eq(y_special & (y.mantissa == 0)),
+            ]
+            x_nan, y_nan = x_special & ~x_inf, y_special & ~y_inf
 
             live = Signal(name=f"lane{lane}_live")
             negative = Signal(name=f"lane{lane}_negative")
@@ -152,7 +158,10 @@ class MacUnit(wiring.Component):
 
         # Steps 1 and 3: the accumulator term, M = sig32(C) left-justified (M << 8),
         # u_c = ec + 126.
-        acc_special = acc.exponent == EXP_SPECIAL
+        acc_special = Signal()
+        acc_infinite = Signal()
+        m.d.comb += [acc_special.eq(acc.exponent == EXP_SPECIAL),
+                     acc_infinite.eq(acc_special & (acc.mantissa == 0))]
         acc_live = Signal()
         acc_exponent = Signal(ALIGN_WIDTH)
         m.d.comb += [
@@ -165,14 +174,18 @@ class MacUnit(wiring.Component):
         exponents.append(acc_exponent)
         lives.append(acc_live)
         negatives.append(acc.sign)
-        any_nan.append(acc_special & (acc.mantissa != 0))
-        any_pos_inf.append(acc_special & (acc.mantissa == 0) & ~acc.sign)
-        any_neg_inf.append(acc_special & (acc.mantissa == 0) & acc.sign)
+        any_nan.append(acc_special & ~acc_infinite)
+        any_pos_inf.append(acc_infinite & ~acc.sign)
+        any_neg_inf.append(acc_infinite & acc.sign)
 
         # Step 4: the bank-wide exponent U over the live terms. Every live u is at least 2,
         # so a dead term enters the max as 0; with no live term U is 0 and every term is 0.
-        bank_exponent = _maximum(
-            m, [Mux(live, u, 0) for live, u in zip(lives, exponents)], name="bank_exponent")
+        candidates = []
+        for index, (live, u) in enumerate(zip(lives, exponents)):
+            candidate = Signal(ALIGN_WIDTH, name=f"term{index}_candidate")  # two uses each
+            m.d.comb += candidate.eq(Mux(live, u, 0))
+            candidates.append(candidate)
+        bank_exponent = _maximum(m, candidates, name="bank_exponent")
 
         # Step 5: shift right by d = U - u, truncating; a shift of WINDOW or more gives 0.
         # Step 6: apply the signs and add the 17 terms exactly, modulo 2**SUM_WIDTH. A negative

@@ -5,10 +5,11 @@ bit), so the generated channel instantiates the macro :data:`MAT_MODULE` as a bl
 :func:`mat_verilog` gives its text. The stand-in (``blackbox=False``) is a ``lib.memory.Memory``
 with the same ports and behaviour, for ``amaranth.sim`` tests at a tiny depth.
 
-Behaviour of both: one write port and one read port, both addressed by (row, column). A write
-stores the lanes its mask enables at the clock edge. The read port is synchronous: the data of
-the address presented in one cycle appears in the next, and a write to the same address at
-the same edge is visible in it (write-first). The mat holds ``rows`` normal rows and, behind
+Behaviour of both: one write port and one read port with an enable, both addressed by (row,
+column). A write stores the lanes its mask enables at the clock edge. The read port is
+synchronous: the data of the address presented in a cycle with ``rd_en`` appears in the next
+and stays until the next read, and a write to the same address at the same edge is visible in
+it (write-first). The mat holds ``rows`` normal rows and, behind
 them, the activation-function LUT rows (LUT row ``k`` at row ``rows + k``). Never-written
 words of the normal rows read as zero, those of the LUT rows as the default tables
 (:func:`patton.hw.af.lut_words`, from ``sim.datapath.af_lut``): the macro's text carries them
@@ -50,11 +51,14 @@ class Mat(wiring.Component):
 
     Members
     -------
+    rd_en : In
+        Read this cycle: ``rd_data`` changes only in the cycle after one (a read enable, so
+        that a simulator copies a word only when a command reads one).
     rd_row, rd_col : In
         Read address (rows ``0 .. rows - 1``, then the LUT rows); the data appears on
         ``rd_data`` in the next cycle.
     rd_data : Out
-        Read data, lane ``i`` in bits ``[16i+15:16i]``.
+        Read data, lane ``i`` in bits ``[16i+15:16i]``; held from the last read.
     wr_en : In
         Write this cycle.
     wr_row, wr_col, wr_data, wr_mask : In
@@ -67,7 +71,7 @@ class Mat(wiring.Component):
         self._params = params
         self._blackbox = bool(blackbox)
         super().__init__({
-            "rd_row": In(params.mat_row_bits), "rd_col": In(params.col_bits),
+            "rd_en": In(1), "rd_row": In(params.mat_row_bits), "rd_col": In(params.col_bits),
             "rd_data": Out(params.width),
             "wr_en": In(1), "wr_row": In(params.mat_row_bits), "wr_col": In(params.col_bits),
             "wr_data": In(params.width), "wr_mask": In(params.lanes),
@@ -92,7 +96,8 @@ class Mat(wiring.Component):
                 p_ROWS=p.rows, p_LUT_ROWS=p.lut_rows, p_COLS=p.columns, p_LANES=p.lanes,
                 p_ROW_BITS=p.mat_row_bits, p_COL_BITS=p.col_bits,
                 i_clk=ClockSignal(),
-                i_rd_row=self.rd_row, i_rd_col=self.rd_col, o_rd_data=self.rd_data,
+                i_rd_en=self.rd_en, i_rd_row=self.rd_row, i_rd_col=self.rd_col,
+                o_rd_data=self.rd_data,
                 i_wr_en=self.wr_en, i_wr_row=self.wr_row, i_wr_col=self.wr_col,
                 i_wr_data=self.wr_data, i_wr_mask=self.wr_mask)
             return m
@@ -102,6 +107,7 @@ class Mat(wiring.Component):
         wp = array.write_port(granularity=16)
         rp = array.read_port(transparent_for=(wp,))
         m.d.comb += [
+            rp.en.eq(self.rd_en),
             wp.addr.eq(self.wr_row * p.columns + self.wr_col),
             wp.data.eq(self.wr_data),
             wp.en.eq(Mux(self.wr_en, self.wr_mask, 0)),
@@ -135,6 +141,7 @@ module {name} #(
     parameter COL_BITS = 6
 ) (
     input  wire                  clk,
+    input  wire                  rd_en,
     input  wire [ROW_BITS-1:0]   rd_row,
     input  wire [COL_BITS-1:0]   rd_col,
     output reg  [LANES*16-1:0]   rd_data,
@@ -181,19 +188,18 @@ module {name} #(
         rd_data = {{(LANES*16){{1'b0}}}};
     end
     // Every right-hand side sees the values before the edge; the bypass makes the read
-    // write-first. Whole words, and the lane merge only when there is a write: this runs
-    // every cycle in simulation.
+    // write-first. Whole words, the lane merge only when there is a write and the read only
+    // when there is one (rd_en): this runs every cycle in simulation.
     always @(posedge clk) begin
-        if (wr_en) begin
+        if (wr_en)
             words[wr_addr] <= (words[wr_addr] & ~lane_bits(wr_mask))
                             | (wr_data & lane_bits(wr_mask));
-            if (wr_addr == rd_addr)
+        if (rd_en) begin
+            if (wr_en && wr_addr == rd_addr)
                 rd_data <= (words[rd_addr] & ~lane_bits(wr_mask))
                          | (wr_data & lane_bits(wr_mask));
             else
                 rd_data <= words[rd_addr];
-        end else begin
-            rd_data <= words[rd_addr];
         end
     end
     // Contents, for a testbench that asks with +MATS=<file>: every word that differs from its

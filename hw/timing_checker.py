@@ -4,9 +4,10 @@ The rules are generated from a timing profile's table (``timing.before``, the de
 ``aimsim-0f28a07`` unless one is named; :mod:`patton.sim.timing`), never copied by hand, so a
 checker built for ``aimsim-2eb1ee0`` flags exactly what ``verify(..., timing="aimsim-2eb1ee0")``
 lists. Rule ids are slots, below ``hw.isa.RULES`` in every profile (bit ``i`` of ``rules`` is
-slot ``i``; a slot the profile leaves empty is never set). They are applied as the controller and :func:`patton.sim.check.verify` apply them: channel
-rules to every command; bank-group and bank rules to single-bank commands, at the command's
-bank group and bank; only the last issue of each preceding command counts.
+slot ``i``; a slot the profile leaves empty is never set). They are applied as the controller
+and :func:`patton.sim.check.verify` apply them: channel rules to every command; bank-group and
+bank rules to single-bank commands, at the command's bank group and bank; only the last issue
+of each preceding command counts.
 
 Time is the channel clock. Instead of storing the cycle of the last issue of each preceding
 command and subtracting it from a free-running counter, each (node, preceding command) pair
@@ -135,40 +136,63 @@ class TimingChecker(wiring.Component):
         p = self._params
         saturate = self._saturate
         nodes = {Scope.CHANNEL: 1, Scope.BANKGROUP: p.bankgroups, Scope.BANK: p.banks}
+        # Every quantity used more than once is a signal: Amaranth lowers an expression once
+        # per use, and a simulator evaluates each copy every cycle.
         in_range = Signal()
-        m.d.comb += in_range.eq(self.bank < p.banks)
-        index = {Scope.CHANNEL: 0, Scope.BANKGROUP: self.bank // p.banks_per_group,
-                 Scope.BANK: self.bank}
+        group = Signal(range(p.bankgroups), name="bank_group")
+        m.d.comb += [in_range.eq(self.bank < p.banks), group.eq(self.bank // p.banks_per_group)]
+        index = {Scope.CHANNEL: 0, Scope.BANKGROUP: group, Scope.BANK: self.bank}
         issued = {c: Signal(name=f"issued_{c.name}") for c in IMPLEMENTED}
         for c, sig in issued.items():
             m.d.comb += sig.eq(self.valid & (self.command == Opcode[c.name]))
+        # A single-bank command (in range) issued: what bank-group and bank rules look at.
+        banked = {c: Signal(name=f"banked_{c.name}") for c in IMPLEMENTED}
+        for c, sig in banked.items():
+            m.d.comb += sig.eq(issued[c] & in_range)
+        at = {level: [Signal(name=f"at_{level.name.lower()}{n}") for n in range(nodes[level])]
+              for level in (Scope.BANKGROUP, Scope.BANK)}
+        for level, flags in at.items():
+            for n, flag in enumerate(flags):
+                m.d.comb += flag.eq(index[level] == n)
 
-        # Cycles since the last issue of each preceding command, per node.
-        ages: dict[tuple[Scope, Command], Array] = {}
+        # Cycles since the last issue of each preceding command, per node; ``ages`` holds the
+        # one of the command's own node (the channel, its bank group, its bank).
+        ages: dict[tuple[Scope, Command], Signal] = {}
         for level, table in self._checks.items():
             for prev in sorted({prev for checks in table.values() for _, prev, _ in checks}):
                 regs = [self._ages[level, n, prev] for n in range(nodes[level])]
                 for n, reg in enumerate(regs):
-                    hit = issued[prev]
-                    if level != Scope.CHANNEL:
-                        hit = hit & in_range & (index[level] == n)
+                    hit = issued[prev] if level == Scope.CHANNEL else banked[prev] & at[level][n]
                     with m.If(hit):
                         m.d.sync += reg.eq(1)
                     with m.Elif(reg < saturate):
                         m.d.sync += reg.eq(reg + 1)
-                ages[level, prev] = Array(regs)
+                if level == Scope.CHANNEL:
+                    ages[level, prev] = regs[0]
+                else:
+                    here = Signal(range(saturate + 1),
+                                  name=f"age_{level.name.lower()}_{prev.name}")
+                    m.d.comb += here.eq(Array(regs)[index[level]])
+                    ages[level, prev] = here
+
+        soon: dict[tuple[Scope, Command, int], Signal] = {}
+
+        def early(level: Scope, prev: Command, gap: int) -> Signal:
+            """Fewer than ``gap`` cycles since ``prev`` at the command's node (one signal for
+            every rule that asks)."""
+            if (level, prev, gap) not in soon:
+                flag = Signal(name=f"soon_{level.name.lower()}_{prev.name}_{gap}")
+                m.d.comb += flag.eq(ages[level, prev] < gap)
+                soon[level, prev, gap] = flag
+            return soon[level, prev, gap]
 
         broken = [Signal(name=f"rule{i}") for i in range(RULES)]
         terms: dict[int, list] = {}
         for level, table in self._checks.items():
             for following, checks in table.items():
                 for rule, prev, gap in checks:
-                    age = ages[level, prev][index[level]] if level != Scope.CHANNEL \
-                        else ages[level, prev][0]
-                    cond = issued[following] & (age < gap)
-                    if level != Scope.CHANNEL:
-                        cond = cond & in_range
-                    terms.setdefault(rule, []).append(cond)
+                    after = issued[following] if level == Scope.CHANNEL else banked[following]
+                    terms.setdefault(rule, []).append(after & early(level, prev, gap))
         for rule, conds in terms.items():
             any_cond = conds[0]
             for cond in conds[1:]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import re
+import subprocess
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -39,12 +40,28 @@ from patton.tb.driver import MASK_BITS as _MASK_BITS
 from patton.tb.monitor import PlayResult, RtlRead, RtlViolation, parse_mats
 from patton.tb.toolchain import BUILD_ROOT, build_dir, build_dir_path, environment, locked
 
-__all__ = ["RtlRead", "RtlViolation", "PlayResult", "SchedulePlayer", "skip_idle",
+__all__ = ["PLAY", "RtlRead", "RtlViolation", "PlayResult", "SchedulePlayer", "skip_idle",
            "idle_skipped", "restore", "open_rows_filled"]
 
 _HERE = Path(__file__).resolve().parent
 _PLAYER = _HERE / "player.v"
 _PLAYER_TOP = "patton_player"
+#: The player's own main (``tb/player_main.cpp``), linked in the build folder as :data:`PLAY`
+#: beside cocotb's: a live session runs it, the cocotb regressions run cocotb's.
+_MAIN = _HERE / "player_main.cpp"
+#: The player's stream reader (DPI-C, ``tb/player_dpi.cpp``), compiled into both executables.
+_DPI = _HERE / "player_dpi.cpp"
+#: The executable a session runs (in :attr:`SchedulePlayer.build_dir`).
+PLAY = "patton_play"
+#: Make rules that link :data:`PLAY` from the objects of cocotb's build (``Vtop.mk``'s
+#: variables), without cocotb's VPI library (``VM_USER_LDLIBS`` replaced on the command line).
+_PLAY_RULES = f"""\
+include Vtop.mk
+{PLAY}.o: src/{_MAIN.name}
+\t$(OBJCACHE) $(CXX) $(CXXFLAGS) $(CPPFLAGS) $(OPT_FAST) -c -o $@ $<
+{PLAY}: {PLAY}.o {_DPI.stem}.o $(VK_GLOBAL_OBJS) $(VM_PREFIX)__ALL.a
+\t$(LINK) $(LDFLAGS) $^ $(LOADLIBES) $(LDLIBS) $(LIBS) -o $@
+"""
 #: Verilator options. ``--no-public-flat-rw`` undoes the cocotb runner's ``--public-flat-rw``:
 #: with every signal public, Verilator must assume any of them may be written from outside,
 #: keeps every intermediate and re-evaluates all combinational logic on both clock edges
@@ -161,7 +178,7 @@ class SchedulePlayer:
         files = probe._verilog_files()
         if not all(f.exists() for f in files):
             return False
-        return (probe._where(files + [_PLAYER], make=False) / _PLAYER_TOP).is_file()
+        return (probe._where(files + [_PLAYER, _DPI], make=False) / _PLAYER_TOP).is_file()
 
     @classmethod
     def built_rows(cls, *, waves: str | None = None) -> list[int]:
@@ -188,7 +205,7 @@ class SchedulePlayer:
         environment()
         from cocotb_tools.runner import get_runner
 
-        generated = self._verilog() + [_PLAYER]
+        generated = self._verilog() + [_PLAYER, _DPI]
         args = self._args()
         where = self._where(generated)
         # Verilator's own up-to-date check covers the source *paths*: build from copies inside
@@ -205,11 +222,39 @@ class SchedulePlayer:
                 sources.append(copy)
             runner = get_runner("verilator")
             started = time.perf_counter()
-            runner.build(sources=sources, hdl_toplevel=_PLAYER_TOP, build_dir=where,
-                         build_args=args, waves=bool(self.waves), always=False)
+            verilog = [s for s in sources if s.suffix != ".cpp"]
+            cpp = [str(s) for s in sources if s.suffix == ".cpp"]  # Verilator compiles them
+            runner.build(sources=verilog, hdl_toplevel=_PLAYER_TOP, build_dir=where,
+                         build_args=args + cpp, waves=bool(self.waves), always=False)
+            self._link(where)
             self.build_seconds = time.perf_counter() - started
         self._runner = runner
         return where
+
+    def _link(self, where: Path) -> None:
+        """Link :data:`PLAY` in the build folder ``where`` (make's own up-to-date check: a
+        second of compiling the first time, nothing after)."""
+        copy = where / "src" / _MAIN.name
+        text = _MAIN.read_bytes()
+        if not copy.exists() or copy.read_bytes() != text:
+            copy.write_bytes(text)
+        rules = where / f"{PLAY}.mk"
+        if not rules.exists() or rules.read_text() != _PLAY_RULES:
+            rules.write_text(_PLAY_RULES)
+        args = self._args()  # their -LDFLAGS (build/fst-libs on a bare machine), not cocotb's
+        ldflags = " ".join(args[i + 1] for i, a in enumerate(args[:-1]) if a == "-LDFLAGS")
+        done = subprocess.run(["make", "-C", str(where), "-f", rules.name, PLAY,
+                               f"VM_TRACE={int(bool(self.waves))}", f"VM_USER_LDLIBS={ldflags}"],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        print(done.stdout, end="", flush=True)  # where the build's own output goes
+        if done.returncode != 0:
+            raise RuntimeError(f"linking {PLAY} in {where} failed (make exit code "
+                               f"{done.returncode}):\n{done.stdout[-2000:]}")
+
+    @property
+    def binary(self) -> Path:
+        """The simulator a session runs (:data:`PLAY`, the player's own main)."""
+        return self._build / PLAY
 
     @property
     def runner(self):

@@ -3,7 +3,7 @@
 // schedules: the stream is cut into segments, and the channel (mats, open rows, accumulators,
 // global buffer, register mode) keeps its state from one segment to the next.
 //
-// +SCHEDULE=<file>  the schedule stream, one line each (read one line ahead, $fgets + $sscanf):
+// +SCHEDULE=<file>  the schedule stream, one line each (read one line ahead by tb/player_dpi.cpp):
 //                   "<cycle> <mask> <data> <head>"  a command, in hex; cycles strictly ascending
 //                       over the whole stream (one command per cycle). The packed command (the
 //                       packing is patton.hw.isa.command_layout) is {mask, data, head}: head
@@ -63,7 +63,7 @@ module patton_player #(
         .violations(violations), .cycle(cycle), .reg_mode(reg_mode)
     );
 
-    integer schedule_file, results_file, drain, left, dump_left, fields;
+    integer results_file, drain, left, dump_left, kind, number, opened;
     reg [63:0] next_cycle;
     reg [HEAD_BITS-1:0] next_head;
     reg [DATA_BITS-1:0] next_data;
@@ -75,36 +75,46 @@ module patton_player #(
     reg quit_now;  // finish now
     reg waiting;   // +FOLLOW and at end of file: read again next cycle
     reg follow;
-    reg [1023:0] schedule_path, results_path;
+    string schedule_path;
+    reg [1023:0] results_path;
+
+    // The stream is read by C (tb/player_dpi.cpp): Verilator's $fgets reads a character at a
+    // time through the locked C stream and its $sscanf converts hex a bit at a time.
+    import "DPI-C" function int patton_stream_open(input string path, input int following,
+                                                   input int head, input int data,
+                                                   input int mask);
+    import "DPI-C" function void patton_stream_close();
+    import "DPI-C" function int patton_stream_next(output bit [63:0] cycle,
+                                                   output bit [MASK_BITS-1:0] mask,
+                                                   output bit [DATA_BITS-1:0] data,
+                                                   output bit [HEAD_BITS-1:0] head,
+                                                   output int number);
+    // What patton_stream_next read (its kinds).
+    localparam NOTHING = 0, COMMAND = 1, END = 2, DUMP = 3, QUIT = 4;
 
     // Read the stream until there is something to do: a command, a segment end, a dump, quit.
-    // A whole line, then parsed from the string: $fscanf on the file peeks (and puts back)
-    // every character through the locked C stream, at twice the cost of $fgets plus $sscanf.
-    string line;
     task automatic read_next;
         have = 1'b0;
         waiting = 1'b0;
-        if ($fgets(line, schedule_file) == 0) begin
-            if (follow) begin
-                waiting = 1'b1;
-                fields = $fseek(schedule_file, 0, 1);  // clears end of file
-            end else begin
+        kind = patton_stream_next(next_cycle, next_mask, next_data, next_head, number);
+        case (kind)
+            COMMAND: have = 1'b1;
+            END: begin
                 ending = 1'b1;
-                quitting = 1'b1;
-                left = drain;
+                left = number;
             end
-        end else if (line.getc(0) == "S") begin
-            ending = 1'b1;
-            if ($sscanf(line, "S %d", left) != 1) $fatal(1, "player: bad segment end %s", line);
-        end else if (line.getc(0) == "M") begin
-            dump_left = 3;
-        end else if (line.getc(0) == "Q") begin
-            quit_now = 1'b1;
-        end else begin
-            fields = $sscanf(line, "%h %h %h %h", next_cycle, next_mask, next_data, next_head);
-            if (fields != 4) $fatal(1, "player: unreadable schedule line %s", line);
-            have = 1'b1;
-        end
+            DUMP: dump_left = 3;
+            QUIT: quit_now = 1'b1;
+            NOTHING:
+                if (follow) begin
+                    waiting = 1'b1;
+                end else begin
+                    ending = 1'b1;
+                    quitting = 1'b1;
+                    left = drain;
+                end
+            default: $fatal(1, "player: unreadable schedule line %0d (printed above)", number);
+        endcase
     endtask
 
     initial begin
@@ -118,8 +128,9 @@ module patton_player #(
         if (!$value$plusargs("RESULTS=%s", results_path)) $fatal(1, "player: no +RESULTS");
         if (!$value$plusargs("DRAIN=%d", drain)) drain = 64;
         follow = $test$plusargs("FOLLOW");
-        schedule_file = $fopen(schedule_path, "r");
-        if (schedule_file == 0) $fatal(1, "player: cannot open the schedule");
+        opened = patton_stream_open(schedule_path, follow, HEAD_BITS, DATA_BITS,
+                                    MASK_BITS);
+        if (opened != 0) $fatal(1, "player: cannot open the schedule (errno %0d)", opened);
         results_file = $fopen(results_path, "w");
         if (results_file == 0) $fatal(1, "player: cannot open the results file");
         $fwrite(results_file, "H %h\n", 0);
@@ -159,7 +170,7 @@ module patton_player #(
                     segments <= segments + 32'd1;
                     if (quitting) begin
                         $fclose(results_file);
-                        $fclose(schedule_file);
+                        patton_stream_close();
                         done <= 1'b1;
                     end else begin
                         read_next();
@@ -177,7 +188,7 @@ module patton_player #(
                 end
             end else if (quit_now) begin
                 $fclose(results_file);
-                $fclose(schedule_file);
+                patton_stream_close();
                 done <= 1'b1;
             end else if (waiting) begin
                 read_next();

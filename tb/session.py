@@ -1,8 +1,8 @@
-"""A live RTL channel: one Verilator simulation of ``tb/player.v`` that stays alive across schedules.
+"""A live RTL channel: a Verilator simulation of ``tb/player.v`` that stays alive across schedules.
 
-The simulator runs the cocotb test of :mod:`patton.tb.cocotb_player` (start the clock, await
-``done``) in a background thread (the cocotb runner's ``test()`` blocks until the simulator
-exits). Its ``+SCHEDULE`` and ``+RESULTS`` files are named pipes in the session's folder
+The simulator is the player's own executable (:data:`patton.tb.player.PLAY`,
+``tb/player_main.cpp``: it clocks the player until it is done), watched by a background thread.
+Its ``+SCHEDULE`` and ``+RESULTS`` files are named pipes in the session's folder
 (``build/runs/<name>-<pid>/``): Python writes a segment, the player replays it at its cycles
 (a blocking ``$fgets`` on the empty pipe pauses the simulation in between), drains the last
 reads and answers ``E <cycle> <counter>``. Protocol (``tb/player.v`` has the details)::
@@ -13,7 +13,7 @@ reads and answers ``E <cycle> <counter>``. Protocol (``tb/player.v`` has the det
     <cycle> <mask> <data> <head>   (commands)   R <cycle> <read>  /  V <cycle> <violation>
     S <drain>                      (segment end) E <cycle> <counter>     (flushed)
     M                              (dump mats)  M <cycle>                (mats in mats.hex)
-    Q  (or end of file)            (quit)       (files closed, `done` rises, the test ends)
+    Q  (or end of file)            (quit)       (files closed, `done` rises, it exits)
 
 Each segment is offset by the channel's cycle at the last end line plus
 :attr:`TIMING.quiet <patton.sim.timing.TimingTable.quiet>` (the first by 0: a fresh session
@@ -40,7 +40,7 @@ import time
 import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import BinaryIO, Protocol
 
 import numpy as np
 from patton.hw.params import ChannelParams
@@ -49,7 +49,7 @@ from patton.sim.schedule import TimedCommand
 from patton.sim.timing import TIMING
 from patton.tb.driver import DRAIN, Driver
 from patton.tb.monitor import Monitor, PlayResult, RtlRead, RtlViolation, parse_mats
-from patton.tb.toolchain import BUILD_ROOT, SIMULATOR_ENV
+from patton.tb.toolchain import BUILD_ROOT
 
 
 class Build(Protocol):
@@ -59,7 +59,7 @@ class Build(Protocol):
     params: ChannelParams  # the channel it was built for
     coverage: bool  # a coverage build (its simulator writes counts)
     waves: str | None  # "vcd", "fst" or None
-    runner: Any  # the cocotb runner the build made
+    binary: Path  # the simulator to run
     build_dir: Path  # where the build is
 
     def pack(self, cmd: TimedCommand) -> int:
@@ -73,7 +73,6 @@ class Build(Protocol):
 __all__ = ["Session", "SimulatorError"]
 
 _LIVE: weakref.WeakSet[Session] = weakref.WeakSet()
-_TOP = "patton_player"
 _CHUNK = 1 << 16
 
 
@@ -81,28 +80,27 @@ class SimulatorError(RuntimeError):
     """The simulator of a session died, timed out or could not start."""
 
 
-def _runner_class():
-    from cocotb_tools.runner import Verilator
+class _Simulator:
+    """The simulator's process, started by :meth:`run` unless the command is stopping.
 
-    class _Runner(Verilator):
-        """The cocotb Verilator runner, keeping the simulator's process (to see it, to end it)."""
+    An interrupt (:mod:`patton.sim.workers`) kills the running simulators; one that a thread
+    starts after that is not started, and one started as the interrupt lands (its hook could
+    not see it yet) is killed by the thread that started it.
+    """
 
-        process: subprocess.Popen | None = None
+    def __init__(self) -> None:
+        self.process: subprocess.Popen | None = None
 
-        def _execute_cmds(self, cmds, cwd, stdout=None) -> None:  # noqa: ANN001
-            for cmd in cmds:
-                if workers.stopping():  # interrupted before it started: do not start it
-                    raise SimulatorError("the command was interrupted")
-                stderr = None if stdout is None else subprocess.STDOUT
-                self.process = subprocess.Popen(cmd, cwd=cwd, env=self.env, stdout=stdout,
-                                                stderr=stderr)
-                if workers.stopping():  # interrupted while it started: the hook may have
-                    self.process.kill()  # missed it (``_kill_all``)
-                code = self.process.wait()
-                if code != 0:
-                    raise RuntimeError(f"the simulator exited with code {code}")
-
-    return _Runner
+    def run(self, command: list[str], cwd: Path, log: BinaryIO) -> None:
+        """Run ``command`` in ``cwd`` (output to ``log``) to its end; raise if it failed."""
+        if workers.stopping():
+            raise SimulatorError("the command was interrupted")
+        self.process = subprocess.Popen(command, cwd=cwd, stdout=log, stderr=subprocess.STDOUT)
+        if workers.stopping():
+            self.process.kill()
+        code = self.process.wait()
+        if code != 0:
+            raise RuntimeError(f"the simulator exited with code {code}")
 
 
 class Session:
@@ -157,8 +155,7 @@ class Session:
         self._error: BaseException | None = None
         self._schedule = -1
         self._results = os.open(self.results_path, os.O_RDONLY | os.O_NONBLOCK)
-        self._runner = _runner_class()()
-        self._runner.__dict__.update(vars(player.runner))  # the build's settings (a copy each)
+        self._simulator = _Simulator()
         self._thread = threading.Thread(target=self._simulate, name=f"patton-sim-{name}",
                                         daemon=True)
         self._thread.start()
@@ -173,14 +170,12 @@ class Session:
     # -- the simulator thread ------------------------------------------------------------------
 
     def _simulate(self) -> None:
+        command = [str(self.player.binary)] + (["--trace"] if self.player.waves else []) \
+            + self.player.plusargs(self.work)
         try:
-            self._runner.test(hdl_toplevel=_TOP, test_module="patton.tb.cocotb_player",
-                              build_dir=self.player.build_dir, test_dir=self.work,
-                              results_xml=str(self.work / "results.xml"),
-                              waves=bool(self.player.waves), extra_env=_sim_env(),
-                              log_file=self.log_path,
-                              plusargs=self.player.plusargs(self.work))
-        except BaseException as error:  # noqa: BLE001 - SystemExit from the runner included
+            with open(self.log_path, "wb") as log:
+                self._simulator.run(command, self.work, log)
+        except BaseException as error:  # noqa: BLE001 - reported by the session's thread
             self._error = error
 
     @property
@@ -199,7 +194,7 @@ class Session:
     def _signal_kill(self) -> None:
         """Send the simulator SIGKILL if it runs (our own child, by its pid); no waiting, so
         a signal handler may call it."""
-        process = self._runner.process
+        process = self._simulator.process
         if process is not None and process.poll() is None:
             process.kill()
 
@@ -212,7 +207,7 @@ class Session:
             self._kill()
         else:
             self._thread.join(10)
-        process = self._runner.process
+        process = self._simulator.process
         code = None if process is None else process.poll()
         cause = (f"made no progress for {self.timeout:.0f} s (killed)" if hung else
                  f"exited (code {code})" if code is not None else "is gone")
@@ -356,10 +351,6 @@ class Session:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _sim_env() -> dict[str, str]:
-    return dict(SIMULATOR_ENV)
 
 
 def _kill_all() -> None:

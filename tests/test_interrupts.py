@@ -148,18 +148,20 @@ def test_a_simulator_is_not_started_after_an_interrupt(tmp_path):
     (they killed what ran) does not start it; the command may start them again once it has
     unwound (``workers.settled``)."""
     from patton.sim import workers
-    from patton.tb.session import SimulatorError, _runner_class
+    from patton.tb.session import SimulatorError, _Simulator
 
-    runner = _runner_class()()
+    simulator = _Simulator()
     workers.interrupted()
     try:
-        with pytest.raises(SimulatorError, match="interrupted"):
-            runner._execute_cmds([["sleep", "600"]], tmp_path)
-        assert runner.process is None
+        with open(tmp_path / "log", "wb") as log, \
+                pytest.raises(SimulatorError, match="interrupted"):
+            simulator.run(["sleep", "600"], tmp_path, log)
+        assert simulator.process is None
     finally:
         workers.settled()
-    runner._execute_cmds([["true"]], tmp_path)
-    assert runner.process is not None and runner.process.returncode == 0
+    with open(tmp_path / "log", "wb") as log:
+        simulator.run(["true"], tmp_path, log)
+    assert simulator.process is not None and simulator.process.returncode == 0
 
 
 def test_a_simulator_started_as_the_interrupt_lands_is_killed(tmp_path, monkeypatch):
@@ -174,17 +176,18 @@ def test_a_simulator_started_as_the_interrupt_lands_is_killed(tmp_path, monkeypa
 
     def popen_then_interrupt(*args, **kwargs):
         process = popen(*args, **kwargs)
-        workers.interrupted()  # as if the signal came now: the runner has not recorded it
+        workers.interrupted()  # as if the signal came now: the session has not recorded it
         return process
 
     monkeypatch.setattr(session.subprocess, "Popen", popen_then_interrupt)
-    runner = session._runner_class()()
+    simulator = session._Simulator()
     try:
-        with pytest.raises(RuntimeError, match=f"code {-signal.SIGKILL}"):
-            runner._execute_cmds([["sleep", "600"]], tmp_path)
+        with open(tmp_path / "log", "wb") as log, \
+                pytest.raises(RuntimeError, match=f"code {-signal.SIGKILL}"):
+            simulator.run(["sleep", "600"], tmp_path, log)
     finally:
         workers.settled()
-    assert runner.process is not None and runner.process.returncode == -signal.SIGKILL
+    assert simulator.process is not None and simulator.process.returncode == -signal.SIGKILL
 
 
 def test_the_command_line_settles_after_an_interrupt():

@@ -164,7 +164,7 @@ def test_failures_are_reported_clearly():
         back = rtl.run([Instruction(Opcode.RD_MEM, channel=1, bank=7, row=20, col=0)])
         assert back.readouts[0].data.tolist() == words.tolist()
         # A simulator that dies: the next run says so instead of waiting.
-        rtl.sessions[1]._runner.process.kill()
+        rtl.sessions[1]._simulator.process.kill()
         with pytest.raises(SimulatorError, match=r"RTL session .*-ch1.*exited"):
             rtl.run(first)
 

@@ -190,3 +190,29 @@ def test_dropped_commands_get_the_models_verdict(player):
                                verdict.rtl_protocol ^ verdict.model_protocol)
         flagged += verdict.model_violations > 0
     assert flagged >= 2  # dropping an ACT, PRE or TMOD breaks what follows
+
+
+@pytest.mark.parametrize("line, why", [
+    (b"1 ffff 0\n", "not <cycle> <mask> <data> <head> in hex"),  # a field missing
+    (b"1 1ffff 0 15\n", "not <cycle> <mask> <data> <head> in hex"),  # mask wider than 16 bits
+    (b"1 ffff 0 15 x\n", "not <cycle> <mask> <data> <head> in hex"),  # something after
+    (b"S\n", "a segment end needs a drain (S <cycles>)"),
+    (b"Mx\n", "unknown control line"),
+])
+def test_a_bad_stream_line_stops_the_player_naming_the_line(player, line, why):
+    """The stream reader (tb/player_dpi.cpp) refuses a line it cannot read: the simulator
+    stops, and the session's error carries the line's number and text from its log."""
+    import os
+
+    from patton.tb.session import Session, SimulatorError
+
+    good = _channel0([Instruction(Opcode.MAC_ABK, opsize=8, channel_mask=channel_bit(0), row=1),
+                      Instruction(Opcode.EOC)])
+    with Session(player, name="bad-line") as session:
+        session.run(good)  # one good segment first: the line number counts from the start
+        lines = session.driver.commands + session.driver.segments
+        os.write(session._schedule, line)
+        with pytest.raises(SimulatorError, match="exited") as error:
+            session.run(good)
+    text = line.decode().strip()
+    assert f"schedule line {lines + 1}: {why}: {text}" in str(error.value)

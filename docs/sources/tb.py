@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from patton.sim.timing import PROFILES, TIMING, timing_table
-from patton.tb.driver import DATA_BITS, HEAD_BITS, MASK_BITS
 
 from sources.common import NumbersError, Timed, minutes, record, span, wall
 
@@ -75,6 +74,12 @@ TIMED: dict[str, Timed] = {
     "tb-throughput-500": Timed([_THROUGHPUT, "--instructions", "500", "--json"],
                                fresh_build=True),
     "tb-throughput-2000": Timed([_THROUGHPUT, "--instructions", "2000", "--json"]),
+    # today's simulator against commit feaf5dd's, alternating in one run
+    "tb-speedup": Timed(["benchmarks/rtl_speedup.py", "--rounds", "3", "--json"]),
+    # perf on the 4,000-instruction replay (perf must be installed)
+    "tb-profile": Timed(["benchmarks/rtl_profile.py", "--json"]),
+    # four channels: four processes, one model, one model on two threads
+    "tb-channels-model": Timed(["benchmarks/rtl_channels_model.py", "--json"]),
     "tb-micro": Timed(["-c", _MICRO]),
     "tb-runtime": Timed(["-c", _RUNTIME]),
     "tb-player-tests": Timed(["-c", _PLAYER_TESTS]),
@@ -140,6 +145,48 @@ def _jobs_table() -> str:
     return "\n".join(lines)
 
 
+def _speedup() -> dict:
+    """``benchmarks/rtl_speedup.py --json``: both trees' best rounds and their ratio."""
+    return record("tb-speedup")
+
+
+def _profile_table() -> str:
+    """The simulator's samples by part (``benchmarks/rtl_profile.py``)."""
+    what = {"every cycle": "the clock's logic: decoder, timing checker, stage-1 write "
+                           "multiplexers, mat and buffer ports, registers",
+            "gated clocks": "logic behind the gated clocks, here the 16 MAC units (operands, "
+                            "lanes, adder tree, rounding, readouts) in each MAC16",
+            "stream reader": "`tb/player_dpi.cpp`: schedule lines into the player's registers",
+            "runtime": "Verilator's scheduler and library, the C library, the kernel"}
+    shares = record("tb-profile")["shares"]
+    lines = ["| part | share of the simulator's samples | what |", "|---|---:|---|"]
+    lines += [f"| {part} | {shares[part]:.0f} % | {what[part]} |" for part in what]
+    return "\n".join(lines)
+
+
+def _channels_table() -> str:
+    """Four channels three ways (``benchmarks/rtl_channels_model.py``)."""
+    run = record("tb-channels-model")
+    lines = ["| configuration | wall | simulator CPU | channel cycles per wall second |",
+             "|---|---:|---:|---:|"]
+    for name in run["configurations"]:
+        lines.append(f"| {run['descriptions'][name]} | {run['wall_seconds'][name]:.2f} s | "
+                     f"{run['cpu_seconds'][name]:.2f} s | "
+                     f"{run['channel_cycles_per_wall_second'][name] / 1e3:,.0f} k |")
+    return "\n".join(lines)
+
+
+def _kilo(rate: float) -> str:
+    """A rate in thousands: ``544 k``."""
+    return f"{rate / 1e3:.0f} k"
+
+
+def _channels_ratio(name: str) -> float:
+    """Wall time of configuration ``name`` over the separate processes'."""
+    wall = record("tb-channels-model")["wall_seconds"]
+    return wall[name] / wall["processes"]
+
+
 def _marginal() -> float:
     """Simulator CPU seconds per channel cycle: the difference of the two throughput runs'
     CPU times over the difference of their cycles."""
@@ -154,11 +201,6 @@ def _quiet_profiles() -> str:
         return f"{values[0]} cycles on " + ("both profiles" if len(values) == 2
                                             else "every profile")
     return ", ".join(f"{v} cycles on {p}" for p, v in zip(PROFILES, values))
-
-
-def _word_hex_digits() -> str:
-    """Hex digits of a schedule line's mask, data and head fields written out in full."""
-    return str(sum(-(-bits // 4) for bits in (MASK_BITS, DATA_BITS, HEAD_BITS)))
 
 
 def _throughput_numbers(instructions: int) -> dict[str, Callable[[], str]]:
@@ -206,14 +248,25 @@ NUMBERS: dict[str, Callable[[], str]] = {
     "tb.cent.serial.rtl_seconds": lambda: f"{_cent('rtl-cent-tiny-serial')['rtl_seconds']:.1f} s",
     "tb.cent.serial.seconds": lambda: (
         f"{_cent('rtl-cent-tiny-serial')['replay_seconds']:.1f} s"),
+    "tb.speedup.base": lambda: _kilo(_speedup()["base_run"]["cycles_per_cpu_second"]),
+    "tb.speedup.today": lambda: _kilo(_speedup()["today_run"]["cycles_per_cpu_second"]),
+    "tb.speedup.ratio": lambda: f"{_speedup()['ratio']:.2f}x",
+    "tb.speedup.cycles": lambda: f"{_speedup()['today_run']['cycles']:,}",
+    "tb.speedup.commands": lambda: f"{_speedup()['today_run']['commands']:,}",
+    "tb.profile.gated": lambda: f"{record('tb-profile')['shares']['gated clocks']:.0f} %",
+    "tb.profile.bound": lambda: _kilo(_speedup()["today_run"]["cycles_per_cpu_second"]
+                                      / (record("tb-profile")["shares"]["gated clocks"] / 100)),
+    "tb.channels.fastest_ratio": lambda: f"{_channels_ratio('model'):.1f}",
+    "tb.channels.threads_ratio": lambda: f"{_channels_ratio('model-threads2'):.1f}",
     # facts of the code
     "tb.code.quiet": lambda: str(TIMING.quiet),
     "tb.code.quiet.profiles": _quiet_profiles,
-    "tb.code.word_hex_digits": _word_hex_digits,
 }
 
 #: Block name -> how it is made from the records.
 BLOCKS: dict[str, Callable[[], str]] = {
     "tb.micro": _micro_table,
     "tb.cent.jobs": _jobs_table,
+    "tb.profile": _profile_table,
+    "tb.channels": _channels_table,
 }

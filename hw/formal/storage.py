@@ -18,7 +18,8 @@ written elsewhere in between. A lane never written holds the word's power-up con
 the global buffer; in a mat, where the watched address may be any normal row or LUT row (behind
 the normal rows), what the first read of the word returned, and :class:`MatInitProperty`
 proves what that is: zero in the normal rows, the default tables of ``sim.datapath.af_lut``
-in the LUT rows. The row-buffer harness also asserts the open-row register: after ACT the bank
+in the LUT rows. A read is a cycle with ``rd_en`` (free too); in a cycle after one without it,
+the read data must be what it was. The row-buffer harness also asserts the open-row register: after ACT the bank
 is open on ``act_row`` (a LUT row when ``act_lut``), after PRE alone it is closed, otherwise it
 keeps its state.
 """
@@ -94,6 +95,12 @@ def _reads_return_writes(m: Module, p: ChannelParams, dut, written, read, what: 
         m.d.comb += observed.eq(1)
     expected = _merge(initial, shadow, seen, p.lanes)
     m.d.comb += Assert(~was_read | ~observed | (dut.rd_data == expected), what)
+    # Without a read enabled the read data holds (the channel reads only what it uses).
+    enabled, started = Signal(), Signal()
+    before = Signal(p.width, name="rd_data_before")
+    m.d.sync += [enabled.eq(dut.rd_en), started.eq(1), before.eq(dut.rd_data)]
+    m.d.comb += Assert(~started | enabled | (dut.rd_data == before),
+                       "without rd_en the read data holds")
 
 
 def _merge(old, data, mask, lanes: int):
@@ -128,14 +135,14 @@ class GlobalBufferProperty(Elaboratable):
         p = self._params
         m.submodules.buffer = dut = self.buffer
         m.d.comb += Assume(~ResetSignal())
-        _free(m, dut, ("rd_col", "wr_en", "wr_col", "wr_data", "wr_mask"))
+        _free(m, dut, ("rd_en", "rd_col", "wr_en", "wr_col", "wr_data", "wr_mask"))
 
         watched = Signal(p.gb_col_bits)
         m.d.comb += watched.eq(AnyConst(p.gb_col_bits))
-        if self._reads == "watched":
-            m.d.comb += Assume(dut.rd_col == watched)
+        if self._reads == "watched":  # read in every cycle: the induction needs each step
+            m.d.comb += Assume(dut.rd_en & (dut.rd_col == watched))
         _reads_return_writes(m, p, dut, dut.wr_en & (dut.wr_col == watched),
-                             dut.rd_col == watched,
+                             dut.rd_en & (dut.rd_col == watched),
                              "a read returns the last word written to the column")
         return m
 
@@ -148,8 +155,8 @@ class MatProperty(Elaboratable):
     params : ChannelParams
         Organisation (``rows``, ``columns``, ``lanes``).
     reads : str
-        ``"any"``: the read address is free; ``"watched"``: the mat reads the watched word in
-        every cycle.
+        ``"any"``: the read enable and address are free; ``"watched"``: the mat reads the
+        watched word in every cycle.
 
     Members
     -------
@@ -169,13 +176,14 @@ class MatProperty(Elaboratable):
         p = self._params
         m.submodules.mat = dut = self.mat
         m.d.comb += Assume(~ResetSignal())
-        _free(m, dut, ("rd_row", "rd_col", "wr_en", "wr_row", "wr_col", "wr_data", "wr_mask"))
+        _free(m, dut, ("rd_en", "rd_row", "rd_col", "wr_en", "wr_row", "wr_col", "wr_data",
+                       "wr_mask"))
         m.d.comb += Assume((dut.rd_row < p.mat_rows) & (dut.wr_row < p.mat_rows))
         row, col = _watched(m, p)
-        if self._reads == "watched":
-            m.d.comb += Assume((dut.rd_row == row) & (dut.rd_col == col))
+        if self._reads == "watched":  # read in every cycle: the induction needs each step
+            m.d.comb += Assume(dut.rd_en & (dut.rd_row == row) & (dut.rd_col == col))
         _reads_return_writes(m, p, dut, dut.wr_en & (dut.wr_row == row) & (dut.wr_col == col),
-                             (dut.rd_row == row) & (dut.rd_col == col),
+                             dut.rd_en & (dut.rd_row == row) & (dut.rd_col == col),
                              "a read returns the last word written to the address", None)
         return m
 
@@ -212,7 +220,7 @@ class MatInitProperty(Elaboratable):
         m.submodules.mat = dut = self.mat
         m.d.comb += Assume(~ResetSignal())
         _free(m, dut, ("rd_row", "rd_col", "wr_en", "wr_row", "wr_col", "wr_data", "wr_mask"))
-        m.d.comb += [Assume(~dut.wr_en), Assume(dut.rd_row < p.mat_rows)]
+        m.d.comb += [Assume(~dut.wr_en), Assume(dut.rd_row < p.mat_rows), dut.rd_en.eq(1)]
         # The tables, from the specification: (LUT row, column) -> word.
         words = [sum(int(w) << (16 * i) for i, w in enumerate(chunk))
                  for k in range(p.lut_rows)
@@ -257,7 +265,7 @@ class RowBufferProperty(Elaboratable):
         p = self._params
         m.submodules.bank = dut = self.bank
         m.d.comb += Assume(~ResetSignal())
-        _free(m, dut, ("act", "act_lut", "act_row", "pre", "rd_col", "wr_en", "wr_row",
+        _free(m, dut, ("act", "act_lut", "act_row", "pre", "rd_en", "rd_col", "wr_en", "wr_row",
                        "wr_col", "wr_data", "wr_mask"))
         # Addresses the mat has (the channel's decoder refuses the others).
         m.d.comb += Assume(Mux(dut.act_lut, dut.act_row < p.lut_rows, dut.act_row < p.rows)
@@ -265,7 +273,7 @@ class RowBufferProperty(Elaboratable):
 
         row, col = _watched(m, p)
         _reads_return_writes(m, p, dut, dut.wr_en & (dut.wr_row == row) & (dut.wr_col == col),
-                             (dut.mat_row == row) & (dut.rd_col == col),
+                             dut.rd_en & (dut.mat_row == row) & (dut.rd_col == col),
                              "a read of the open row returns the last word written there", None)
 
         # The open-row register.

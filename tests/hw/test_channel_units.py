@@ -66,10 +66,11 @@ def test_bank_row_state_and_column_access():
         ctx.set(dut.wr_data, _lanes(*range(1, 17)))
         ctx.set(dut.wr_mask, 0b1001)
         ctx.set(dut.rd_col, 5)
+        ctx.set(dut.rd_en, 1)
         await ctx.tick()
         ctx.set(dut.wr_en, 0)
         assert ctx.get(dut.rd_data) == _lanes(1, 0, 0, 4)
-        # Another row reads as zero; PRE closes the bank, row state stays for the record.
+        # A write to another row leaves the open row's word.
         ctx.set(dut.wr_en, 1)
         ctx.set(dut.wr_row, 1)
         ctx.set(dut.wr_mask, 0xFFFF)
@@ -77,6 +78,19 @@ def test_bank_row_state_and_column_access():
         ctx.set(dut.wr_en, 0)
         await ctx.tick()
         assert ctx.get(dut.rd_data) == _lanes(1, 0, 0, 4)
+        # Without rd_en the read data holds, even over a write to the word; the next read
+        # sees the write.
+        ctx.set(dut.rd_en, 0)
+        ctx.set(dut.wr_en, 1)
+        ctx.set(dut.wr_row, 2)
+        ctx.set(dut.wr_mask, 0x0002)
+        await ctx.tick()
+        ctx.set(dut.wr_en, 0)
+        await ctx.tick()
+        assert ctx.get(dut.rd_data) == _lanes(1, 0, 0, 4)
+        ctx.set(dut.rd_en, 1)
+        await ctx.tick()
+        assert ctx.get(dut.rd_data) == _lanes(1, 2, 0, 4)
         ctx.set(dut.pre, 1)
         await ctx.tick()
         assert ctx.get(dut.open) == 0
@@ -96,10 +110,15 @@ def test_global_buffer_masked_write_and_read():
         ctx.set(dut.wr_data, _lanes(*[7] * 16))
         ctx.set(dut.wr_mask, 0x8000)
         ctx.set(dut.rd_col, 63)
+        ctx.set(dut.rd_en, 1)
         await ctx.tick()
         ctx.set(dut.wr_en, 0)
         assert ctx.get(dut.rd_data) == _lanes(*range(100, 115), 7)
         ctx.set(dut.rd_col, 0)
+        ctx.set(dut.rd_en, 0)
+        await ctx.tick()
+        assert ctx.get(dut.rd_data) == _lanes(*range(100, 115), 7)  # no read: held
+        ctx.set(dut.rd_en, 1)
         await ctx.tick()
         assert ctx.get(dut.rd_data) == 0
 
