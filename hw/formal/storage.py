@@ -19,9 +19,9 @@ the global buffer; in a mat, where the watched address may be any normal row or 
 the normal rows), what the first read of the word returned, and :class:`MatInitProperty`
 proves what that is: zero in the normal rows, the default tables of ``sim.datapath.af_lut``
 in the LUT rows. A read is a cycle with ``rd_en`` (free too); in a cycle after one without it,
-the read data must be what it was. The row-buffer harness also asserts the open-row register: after ACT the bank
-is open on ``act_row`` (a LUT row when ``act_lut``), after PRE alone it is closed, otherwise it
-keeps its state.
+the read data must be what it was. The row-buffer harness also asserts the open-row register:
+after ACT the bank is open on ``act_row`` (a LUT row when ``act_lut``), after PRE alone it is
+closed, otherwise it keeps its state.
 """
 
 from __future__ import annotations
