@@ -412,17 +412,23 @@ class Channel(wiring.Component):
         for port, payload, commands, name in ports:
             depth = self.latency(commands[0]) - 1
             valids = Signal(depth, name=f"{name}_valid")
-            slot = Signal(range(depth), name=f"{name}_slot")
-            m.submodules[f"{name}_ring"] = ring = memory.Memory(
-                shape=unsigned(len(port.as_value()) - 1), depth=depth, init=[])
-            enter, leave = ring.write_port(), ring.read_port(domain="comb")
-            m.d.sync += [valids.eq(Cat(valids[1:], was(*commands))),
-                         slot.eq(Mux(slot == depth - 1, 0, slot + 1))]
-            m.d.comb += [enter.addr.eq(slot), enter.en.eq(was(*commands)),
-                         enter.data.eq(Cat(s1_command, payload)), leave.addr.eq(slot)]
+            entry = Cat(s1_command, payload)  # the port's command and data fields
+            m.d.sync += valids.eq(Cat(valids[1:], was(*commands)))
+            if depth == 1:  # one stage: one register
+                held = Signal(len(entry), name=f"{name}_entry")
+                with m.If(was(*commands)):
+                    m.d.sync += held.eq(entry)
+            else:
+                slot = Signal(range(depth), name=f"{name}_slot")
+                m.submodules[f"{name}_ring"] = ring = memory.Memory(
+                    shape=unsigned(len(entry)), depth=depth, init=[])
+                enter, leave = ring.write_port(), ring.read_port(domain="comb")
+                m.d.sync += slot.eq(Mux(slot == depth - 1, 0, slot + 1))
+                m.d.comb += [enter.addr.eq(slot), enter.en.eq(was(*commands)),
+                             enter.data.eq(entry), leave.addr.eq(slot)]
+                held = leave.data
             with m.If(valids[0]):
-                m.d.comb += [port.valid.eq(1),
-                             port.as_value()[1:].eq(leave.data)]
+                m.d.comb += [port.valid.eq(1), port.as_value()[1:].eq(held)]
 
         # --- verdict, counters --------------------------------------------------------------
         v = self.violation
