@@ -3,7 +3,9 @@
 :class:`Chat` is the step driver (:mod:`patton.serving.driver`) serving a conversation file
 through the embedded engine (vLLM 0.33's scheduler) and the PATTON runtime on any executor
 (:mod:`patton.sim.executor`): the functional and cycle models, or live RTL channels under
-Verilator (:class:`patton.tb.executor.RtlExecutor`). Each step's forward pass
+Verilator (:class:`patton.tb.executor.RtlExecutor`), for one ChPerHead group of Llama-3-8B
+(one KV head on 4 AiM channels) or more, up to its 8 KV heads on the whole 32-channel device
+(:class:`ChatSetup`). Each step's forward pass
 (:mod:`patton.serving.forward`) writes the scheduled tokens' KV (Commit Zone for partial
 blocks) in one program and the step's commits in a second, then runs QK^T, a softmax on the
 host and SV for every decoding request, layer by layer; the KV are a function of the token
@@ -40,7 +42,8 @@ from patton.serving.work import StepWork
 from patton.sim.device import DEVICE
 from patton.sim.executor import Executor, Result, Simulator
 
-__all__ = ["ChatSetup", "DEMO_CONVERSATIONS", "PHASES", "ChatStep", "ChatReport", "Chat"]
+__all__ = ["CH_PER_HEAD", "KV_HEADS", "ChatSetup", "DEMO_CONVERSATIONS", "PHASES",
+           "ChatStep", "ChatReport", "Chat"]
 
 #: The conversation file ``patton demo`` serves (:func:`demo_conversations`, stored).
 DEMO_CONVERSATIONS = Path(__file__).with_name("data") / "chat-demo.jsonl"
@@ -64,6 +67,12 @@ def demo_conversations() -> list[Conversation]:
 PHASES = ("writes", "commits", "qk", "sv")
 
 
+#: Channels of one ChPerHead group: Llama-3-8B's d_head 128 over 4 AiM channels per KV head.
+CH_PER_HEAD = 4
+#: Llama-3-8B's KV heads: eight groups of 4 fill a 32-channel device.
+KV_HEADS = 8
+
+
 @dataclass(frozen=True, slots=True)
 class ChatSetup:
     """The geometry and the engine of a chat.
@@ -72,10 +81,16 @@ class ChatSetup:
     head, the query heads of its GQA group share it), two layers of 8 rows each: 2 Commit Zone
     rows and room for 64 blocks of 16 tokens, behind an engine of 128 blocks (the runtime's
     placement refuses what its granules cannot hold, so cached blocks are evicted).
+    ``kv_heads=8`` is the whole device: Llama-3-8B's 8 KV heads (32 query heads) on 32
+    channels, each head on its own group of 4; every group uses the same rows in its own
+    channels (``docs/runtime.md`` §1), so the rows, the blocks and the schedule of the engine
+    are those of one group.
 
-    Invariants: ``layers * layer_rows <= rows``; ``channels`` is the model's ChPerHead.
+    Invariants: ``1 <= kv_heads <= KV_HEADS``; ``channels == kv_heads * CH_PER_HEAD`` and
+    :attr:`config`'s ChPerHead is :data:`CH_PER_HEAD`; ``layers * layer_rows <= rows``.
     """
 
+    kv_heads: int = 1  # KV heads of Llama-3-8B served, each on its group of 4 channels
     layers: int = 2
     layer_rows: int = 8
     rows: int = 64  # rows per bank of the device (and of the RTL build)
@@ -93,23 +108,54 @@ class ChatSetup:
                      "max_num_seqs", "max_num_batched_tokens", "max_model_len"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not 1 <= self.kv_heads <= KV_HEADS:
+            raise ValueError(f"kv_heads must be 1..{KV_HEADS} (Llama-3-8B's KV heads), got "
+                             f"{self.kv_heads}")
         if self.seed < 0:
             raise ValueError(f"seed must be >= 0, got {self.seed}")
         if self.layers * self.layer_rows > self.rows:
             raise ValueError(f"{self.layers} layers of {self.layer_rows} rows need "
                              f"{self.layers * self.layer_rows} rows; the device has {self.rows}")
 
+    @classmethod
+    def of_channels(cls, channels: int, **kw: Any) -> ChatSetup:
+        """The setup on ``channels`` AiM channels: a multiple of :data:`CH_PER_HEAD` up to
+        ``KV_HEADS * CH_PER_HEAD`` (32), one KV head per group of 4 (``ValueError``
+        otherwise); ``kw`` are the other fields."""
+        if channels % CH_PER_HEAD or not CH_PER_HEAD <= channels <= KV_HEADS * CH_PER_HEAD:
+            raise ValueError(f"channels must be a multiple of {CH_PER_HEAD} from {CH_PER_HEAD} "
+                             f"to {KV_HEADS * CH_PER_HEAD} (one KV head of Llama-3-8B per "
+                             f"{CH_PER_HEAD} channels), got {channels}")
+        return cls(kv_heads=channels // CH_PER_HEAD, **kw)
+
+    @property
+    def channels(self) -> int:
+        """The device's AiM channels: :data:`CH_PER_HEAD` per KV head."""
+        return self.kv_heads * CH_PER_HEAD
+
+    @property
+    def geometry(self) -> str:
+        """The heads and channels in words (``one KV head on 4 AiM channels``)."""
+        heads = "one KV head" if self.kv_heads == 1 else f"{self.kv_heads} KV heads"
+        return f"{heads} on {self.channels} AiM channels"
+
     @property
     def model(self) -> ModelSpec:
-        """Llama-3-8B's attention geometry for one KV head (its four query heads)."""
-        return ModelSpec("llama3-8b-one-kv-head", layers=self.layers, kv_heads=1, q_heads=4,
-                         d_head=128)
+        """Llama-3-8B's attention geometry for :attr:`kv_heads` KV heads (4 query heads
+        each), :attr:`layers` of its layers."""
+        name = ("llama3-8b-one-kv-head" if self.kv_heads == 1 else
+                f"llama3-8b-{self.kv_heads}-kv-heads")
+        return ModelSpec(name, layers=self.layers, kv_heads=self.kv_heads,
+                         q_heads=4 * self.kv_heads, d_head=128)
 
     def config(self) -> Config:
-        """The runtime geometry: :attr:`model` on a 4-channel device of :attr:`rows` rows."""
-        return Config(self.model, DEVICE.with_(channels=4, rows=self.rows),
-                      block_size=self.block_size, layers=self.layers,
-                      layer_rows=self.layer_rows)
+        """The runtime geometry: :attr:`model` on a device of :attr:`channels` channels of
+        :attr:`rows` rows."""
+        config = Config(self.model, DEVICE.with_(channels=self.channels, rows=self.rows),
+                        block_size=self.block_size, layers=self.layers,
+                        layer_rows=self.layer_rows)
+        assert config.ch_per_head == CH_PER_HEAD, config.ch_per_head
+        return config
 
     def engine(self) -> EngineParams:
         """The engine parameters."""
@@ -160,10 +206,15 @@ class ChatStep:
 
 @dataclass(slots=True)
 class ChatReport:
-    """A chat's steps and totals."""
+    """A chat's steps and totals.
+
+    Invariants: ``channels == kv_heads * CH_PER_HEAD`` (:class:`ChatSetup`).
+    """
 
     device: str  # "rtl" or "model"
     conversations: int = 0
+    kv_heads: int = 1  # KV heads served (ChatSetup.kv_heads)
+    channels: int = CH_PER_HEAD  # AiM channels of the device (each its own simulator on RTL)
     requests: int = 0  # requests sent
     finished: int = 0
     complete: bool = False  # every conversation was served to the end
@@ -185,15 +236,24 @@ class ChatReport:
         return [f for s in self.steps for f in s.failures]
 
     def as_dict(self) -> dict[str, Any]:
-        """Return the figures as plain JSON data (the keys of ``patton demo --json``)."""
+        """Return the figures as plain JSON data (the keys of ``patton demo --json``).
+
+        ``kv_heads`` and ``channels`` are there when the chat is on more than one ChPerHead
+        group: a one-group chat's figures (one KV head, 4 channels) keep the keys they had
+        before the device grew, so their records stay comparable. The counts cover every
+        head and channel (``placement_checked`` counts the elements of every head,
+        ``channel_cycles`` the cycles of every channel's simulator).
+        """
         cycles = {p: sum(s.cycles[p] for s in self.steps) for p in PHASES}
         names = ("prefill_tokens", "decode_tokens", "hit_tokens", "kv_writes", "commits",
                  "evictions", "preempted", "finished_partial", "checks", "placement_checked",
                  "placement_mismatches", "mismatches", "violations")
-        out: dict[str, Any] = {"device": self.device, "steps": len(self.steps),
-                               "conversations": self.conversations,
-                               "requests": self.requests, "finished": self.finished,
-                               "complete": self.complete}
+        out: dict[str, Any] = {"device": self.device}
+        if self.channels != CH_PER_HEAD:
+            out.update({"kv_heads": self.kv_heads, "channels": self.channels})
+        out.update({"steps": len(self.steps), "conversations": self.conversations,
+                    "requests": self.requests, "finished": self.finished,
+                    "complete": self.complete})
         out.update({n: self.total(n) for n in names})
         out.update({"cycles": sum(cycles.values()), "cycles_by_phase": cycles,
                     "max_tolerance_ratio": self.max_tol_ratio, "mat_words": self.mat_words,
@@ -246,7 +306,8 @@ class Chat:
         self.checks = Checks(self.attached, self.data, executor)
         self.faults = faults
         self.simulator = isinstance(executor, Simulator)
-        self.report = ChatReport("rtl" if self.simulator else "model", len(self.conversations))
+        self.report = ChatReport("rtl" if self.simulator else "model", len(self.conversations),
+                                 kv_heads=setup.kv_heads, channels=setup.channels)
         self.on_step: Callable[[ChatStep], None] | None = None
         self._record = ChatStep(-1)
         self._evictions = 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from patton.serving.chat import PHASES, ChatReport
+from patton.serving.chat import CH_PER_HEAD, PHASES, ChatReport
 
 __all__ = ["plot"]
 
@@ -25,8 +25,10 @@ def plot(report: ChatReport, path: Path) -> Path:
         bottom = [b + v for b, v in zip(bottom, values)]
     ax.set_xlabel("scheduler step")
     ax.set_ylabel("DRAM cycles (0.5 ns)")
-    ax.set_title(f"PATTON on {'RTL' if report.device == 'rtl' else 'the models'}: cycles per "
-                 "step by phase")
+    where = "RTL" if report.device == "rtl" else "the models"
+    if report.channels != CH_PER_HEAD:  # more than one ChPerHead group (one is the default)
+        where += f", {report.kv_heads} KV heads on {report.channels} channels"
+    ax.set_title(f"PATTON on {where}: cycles per step by phase")
     ax.set_ylim(0, max(bottom, default=1) * 1.18)  # room for the legend
     ax.set_xlim(-1, max(steps, default=0) + 1)
     ax.legend(ncols=4, frameon=False, loc="upper center")

@@ -6,6 +6,8 @@ The same chat on live RTL channels is in ``tests/test_chat_rtl.py``.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from patton.serving import conversations as cv
@@ -114,10 +116,91 @@ def test_a_chat_on_the_wrong_device_is_refused(conversations):
     ({"layers": 0}, "layers must be >= 1"),
     ({"seed": -1}, "seed must be >= 0"),
     ({"layers": 9}, "need 72 rows"),
+    ({"kv_heads": 0}, "kv_heads must be 1..8"),
+    ({"kv_heads": 9}, "kv_heads must be 1..8"),
 ])
 def test_bad_setups_are_refused(kw, message):
     with pytest.raises(ValueError, match=message):
         ChatSetup(**kw)
+
+
+@pytest.mark.parametrize("channels", [0, 6, 36])
+def test_a_device_of_other_than_groups_of_four_is_refused(channels):
+    with pytest.raises(ValueError, match=f"multiple of 4 from 4 to 32 .*got {channels}"):
+        ChatSetup.of_channels(channels)
+
+
+class _Heads:
+    """An observer of the driver: the heads of every query, score and output it is shown."""
+
+    def __init__(self) -> None:
+        self.heads: set[tuple[int, int, int]] = set()
+
+    def scores(self, work, layer, queries, scores) -> None:
+        self.heads.update((queries.shape[1], s.shape[0], -1) for s in scores)
+
+    def outputs(self, work, layer, probs, plans, index, outputs) -> None:
+        self.heads.update((-1, -1, o.shape[0]) for o in outputs)
+
+
+def test_the_whole_device_serves_every_head_on_every_channel(conversations):
+    """``kv_heads=8``: Llama-3-8B's 8 KV heads on 32 channels, 8 ChPerHead groups of 4. A few
+    steps pass every check; the engine schedules what it schedules on one group, every head's
+    KV is read back (8 times one group's elements), attention is asked and checked for the 8
+    heads, and every one of the 32 channels holds KV."""
+    steps = 4
+    setup = ChatSetup.of_channels(32)
+    config = setup.config()
+    assert (setup.kv_heads, setup.channels, config.heads, config.ch_per_head) == (8, 32, 8, 4)
+    assert config.device.channels == 32 and setup.model.q_heads == 32
+    ex = CycleExecutor(config.device)
+    seen = _Heads()
+    f = Chat(conversations, ex, setup, max_steps=steps, observers=[seen]).run().as_dict()
+    one = Chat(conversations, CycleExecutor(SETUP.config().device), SETUP,
+               max_steps=steps).run().as_dict()
+    assert f["failures"] == [] and f["steps"] == f["checks"] == steps
+    assert f["placement_mismatches"] == f["mismatches"] == f["violations"] == 0
+    assert 0 < f["max_tolerance_ratio"] <= 1.0
+    assert (f["kv_heads"], f["channels"]) == (8, 32)
+    assert "kv_heads" not in one and "channels" not in one  # one group: the keys it had
+    same = ("requests", "prefill_tokens", "decode_tokens", "kv_writes", "commits",
+            "evictions", "finished")
+    assert f["decode_tokens"] > 0 and {k: f[k] for k in same} == {k: one[k] for k in same}
+    assert f["placement_checked"] == 8 * one["placement_checked"] > 0
+    assert seen.heads == {(8, 8, -1), (-1, -1, 8)}
+    assert all(any(m.any() for m in ex.model.channels[c].mats.values()) for c in range(32))
+
+
+def test_demo_serves_the_whole_device_on_the_models(tmp_path, capsys):
+    from patton.cli import main
+
+    assert main(["demo", "--device", "model", "--channels", "32", "--steps", "2", "--out",
+                 str(tmp_path), "--json"]) == 0
+    got = capsys.readouterr()
+    figures = json.loads(got.out)
+    assert (figures["kv_heads"], figures["channels"], figures["steps"]) == (8, 32, 2)
+    assert figures["failures"] == [] and "verdict      PASS" in got.err
+    assert "Llama-3-8B, 8 KV heads on 32 AiM channels, 2 layers" in got.err
+
+
+@pytest.mark.parametrize("value, message", [
+    ("6", "must be a multiple of 4 from 4 to 32 (4 channels per KV head of Llama-3-8B, which "
+          "has 8), got 6"),
+    ("0", "must be a multiple of 4 from 4 to 32 (4 channels per KV head of Llama-3-8B, which "
+          "has 8), got 0"),
+    ("36", "must be a multiple of 4 from 4 to 32 (4 channels per KV head of Llama-3-8B, which "
+           "has 8), got 36"),
+    ("x", "value 'x' is not a decimal number (expected a multiple of 4 from 4 to 32)"),
+])
+def test_demo_refuses_a_bad_channel_count(value, message, tmp_path, capsys):
+    from patton.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["demo", "--device", "model", "--channels", value, "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert e.value.code == 2
+    assert f"error: argument --channels: {message}" in err and "Traceback" not in err
+    assert not any(tmp_path.iterdir())  # refused before anything ran
 
 
 def test_unknown_fault_is_refused():

@@ -1,4 +1,5 @@
-"""The multi-turn chat served by the PATTON runtime on four live RTL channels under Verilator.
+"""The multi-turn chat served by the PATTON runtime on four live RTL channels under Verilator
+(and, for a few steps, on the whole 32-channel device).
 
 Each channel is a Verilator simulation of the Amaranth channel run by the cocotb runner (the
 schedule player's cocotb test); the engine, the runtime, the driver, the monitor and the
@@ -90,3 +91,37 @@ def test_demo_on_the_rtl_writes_the_waveform_of_a_step(tmp_path, capsys):
     raw = (tmp_path / "step2.fst").read_bytes()
     kind, length, start, end = struct.unpack(">BQQQ", raw[:25])
     assert (kind, length, start) == (0, 329, 0) and end > 0
+
+
+def test_the_whole_device_on_the_rtl_passes_every_check(tmp_path, capsys):
+    """``patton demo --channels 32``: Llama-3-8B's 8 KV heads on 32 live RTL channels for a
+    few steps. Every check passes; the RTL ran the cycle model's schedule (the same cycles as
+    the models make for those steps), every KV element was read back from the RTL's mats as
+    well as the functional model's, and the mats compared at the end are every word the
+    functional model's 32 channels hold, each channel holding some."""
+    import json
+
+    from patton.sim.executor import CycleExecutor
+    from patton.tb.reference import changed_words
+
+    from patton.cli import main
+
+    steps = 3
+    assert main(["demo", "--channels", "32", "--steps", str(steps), "--out", str(tmp_path),
+                 "--json"]) == 0
+    got = capsys.readouterr()
+    f = json.loads((tmp_path / "chat.json").read_text())
+    assert (f["device"], f["kv_heads"], f["channels"]) == ("rtl", 8, 32)
+    assert f["failures"] == [] and f["steps"] == f["checks"] == steps
+    assert f["placement_mismatches"] == f["mismatches"] == f["violations"] == 0
+    assert f["decode_tokens"] > 0 and 0 < f["max_tolerance_ratio"] <= 1.0
+    assert "Llama-3-8B, 8 KV heads on 32 AiM channels" in got.err
+    assert "32 channel simulations ready" in got.err and "by 32 channel simulators" in got.err
+    setup = ChatSetup.of_channels(32)
+    ex = CycleExecutor(setup.config().device)
+    model = Chat(cv.read(DEMO_CONVERSATIONS), ex, setup, max_steps=steps).run().as_dict()
+    assert f["cycles_by_phase"] == model["cycles_by_phase"]
+    assert f["placement_checked"] == 2 * model["placement_checked"]  # the RTL's mats too
+    words = [len(changed_words(ex.model.channels[c].mats, ex.device)) for c in range(32)]
+    assert min(words) > 0 and f["mat_words"] == sum(words)
+    assert f["channel_cycles"] > f["rtl_cycles"] > 0

@@ -22,9 +22,10 @@ output names the profile used (``"timing"``).
     Replay a timed schedule on the RTL; compare its checker's verdict with the model's.
 ``patton hw verilog [--rows N] [--out DIR]``
     Write the RTL channel's Verilog and the DRAM mat macro.
-``patton demo [--device rtl|model] [--steps N] [--waves STEP] [--json]``
-    Serve a multi-turn chat through the PATTON runtime on four live RTL channels (or the
-    models), checking every step (``patton.cli.demo``).
+``patton demo [--device rtl|model] [--channels N] [--steps N] [--waves STEP] [--json]``
+    Serve a multi-turn chat through the PATTON runtime on four live RTL channels (one KV head
+    of Llama-3-8B; ``--channels 32``: its 8 heads on 32) or the models, checking every step
+    (``patton.cli.demo``).
 ``patton repro fig7|fig8|fig9|micro|all [--quick] [--out DIR] [--workers N] [--json] [--ray A]``
     Reproduce the paper's evaluation side by side with its numbers (``patton.eval``,
     ``docs/evaluation.md``).

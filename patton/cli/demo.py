@@ -3,12 +3,13 @@
 The embedded engine (vLLM 0.33's scheduler) serves the conversations of a conversation file
 (default: eight ShareGPT conversations of two or three turns, Llama-3 tokens, messages cut to 16
 tokens: ``chat.demo_conversations``) through the PATTON runtime, on one ChPerHead channel group
-of Llama-3-8B (four AiM channels, two layers): per scheduler step the KV writes and Commit Zone
-commits, then QK^T, a softmax on the host and SV for every decoding request, all on the device,
-every step checked (:mod:`patton.serving.chat`). ``--device rtl`` (the default) runs the four
-channels as Verilator simulations of the Amaranth RTL, driven by the cycle model's schedule and
-scored against the functional model; ``--device model`` runs the cycle and functional models
-only.
+of Llama-3-8B (one KV head on four AiM channels, two layers) or, with ``--channels 32``, on the
+whole device (its 8 KV heads on 32 channels; any multiple of 4 up to 32 serves that many heads):
+per scheduler step the KV writes and Commit Zone commits, then QK^T, a softmax on the host and SV
+for every decoding request, all on the device, every step checked (:mod:`patton.serving.chat`).
+``--device rtl`` (the default) runs every channel as its own Verilator simulation of the
+Amaranth RTL, driven by the cycle model's schedule and scored against the functional model;
+``--device model`` runs the cycle and functional models only.
 
 Prints a row per step (progress on stderr with ``--json``), a summary, and writes
 ``cycles.png`` (cycles per step by phase) and ``chat.json`` into ``--out``; ``--waves STEP``
@@ -26,14 +27,41 @@ from typing import Any, TextIO
 
 from patton.cli.options import check_folder, integer
 from patton.serving import conversations as cv
-from patton.serving.chat import DEMO_CONVERSATIONS, PHASES, Chat, ChatReport, ChatSetup, ChatStep
+from patton.serving.chat import (
+    CH_PER_HEAD,
+    DEMO_CONVERSATIONS,
+    KV_HEADS,
+    PHASES,
+    Chat,
+    ChatReport,
+    ChatSetup,
+    ChatStep,
+)
 from patton.serving.chat_plot import plot
 from patton.serving.faults import Faults
-from patton.sim.textfile import write_atomic
+from patton.sim.textfile import decimal, write_atomic
 
-__all__ = ["HEADER", "add_parser", "row", "run", "summary"]
+__all__ = ["HEADER", "add_parser", "channels", "row", "run", "summary"]
 
 NATURAL = integer(0)
+
+
+def channels(text: str) -> int:
+    """Argparse type of ``--channels``: a decimal multiple of 4 from 4 to 32 (a ChPerHead group
+    of 4 channels per KV head of Llama-3-8B, which has 8)."""
+    rule = f"a multiple of {CH_PER_HEAD} from {CH_PER_HEAD} to {KV_HEADS * CH_PER_HEAD}"
+    try:
+        value = decimal(text, "value")
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"{e} (expected {rule})") from None
+    if value % CH_PER_HEAD or not CH_PER_HEAD <= value <= KV_HEADS * CH_PER_HEAD:
+        raise argparse.ArgumentTypeError(
+            f"must be {rule} ({CH_PER_HEAD} channels per KV head of Llama-3-8B, which has "
+            f"{KV_HEADS}), got {text}")
+    return value
+
+
+channels.__name__ = f"multiple of {CH_PER_HEAD} up to {KV_HEADS * CH_PER_HEAD}"
 
 #: The demo table's head (:func:`row` makes its lines).
 HEADER = (f"{'step':>4} {'reqs':>4} {'prefill':>7} {'decode':>6} {'hits':>5} {'kv':>4} "
@@ -59,8 +87,12 @@ def add_parser(sub: Any) -> None:
         "demo", help="a multi-turn chat served by PATTON on live RTL channels, every step "
                      "checked", description=__doc__.split("\n\n")[0])
     demo.add_argument("--device", choices=("rtl", "model"), default="rtl",
-                      help="rtl: four Verilator channels checked against the models "
-                           "(default); model: the cycle and functional models only")
+                      help="rtl: a Verilator simulation per channel, checked against the "
+                           "models (default); model: the cycle and functional models only")
+    demo.add_argument("--channels", type=channels, default=CH_PER_HEAD, metavar="N",
+                      help=f"AiM channels: {CH_PER_HEAD} per KV head of Llama-3-8B "
+                           f"(default {CH_PER_HEAD}: one head; {KV_HEADS * CH_PER_HEAD}: its "
+                           f"{KV_HEADS} heads, the whole device)")
     demo.add_argument("--conversations", metavar="FILE.jsonl", default=str(DEMO_CONVERSATIONS),
                       help="conversation file (default: the bundled eight-conversation chat)")
     demo.add_argument("--steps", type=NATURAL, metavar="N",
@@ -100,13 +132,13 @@ def run(args: argparse.Namespace) -> int:
         return _error(args, str(e), e.source, e.line)
     except OSError as e:
         return _error(args, f"{args.conversations}: {e.strerror or e}")
-    setup = ChatSetup(seed=args.seed)
+    setup = ChatSetup.of_channels(args.channels, seed=args.seed)
     table: TextIO = sys.stderr if args.json else sys.stdout
     faults = Faults(args.fault, args.fault_step) if args.fault else None
     started = time.perf_counter()
     print(f"PATTON serving {len(conversations)} conversations ({args.conversations}) on "
           f"{'RTL channels under Verilator' if args.device == 'rtl' else 'the device models'}"
-          f": Llama-3-8B, one KV head on 4 AiM channels, {setup.layers} layers, "
+          f": Llama-3-8B, {setup.geometry}, {setup.layers} layers, "
           f"{setup.num_blocks - 1} engine blocks of {setup.block_size} tokens", file=table)
     if args.device == "rtl":
         try:
@@ -144,8 +176,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _on_rtl(conversations: list, setup: ChatSetup, faults: Faults | None,
             args: argparse.Namespace, table: TextIO, out: Path) -> tuple[ChatReport, float]:
-    """Serve on four RTL channels; return the report and the seconds the simulators took to
-    be ready (built, or loaded from the cache)."""
+    """Serve on the setup's channels, each a simulator of the RTL; return the report and the
+    seconds the simulators took to be ready (built, or loaded from the cache)."""
     from patton.tb.executor import RtlExecutor
     from patton.tb.toolchain import quiet
 
@@ -156,14 +188,15 @@ def _on_rtl(conversations: list, setup: ChatSetup, faults: Faults | None,
     t = time.perf_counter()
     try:
         with quiet(log):
-            ex = RtlExecutor(device, channels=range(4), rows=setup.rows, strict=False,
-                             name="demo")
+            ex = RtlExecutor(device, channels=range(setup.channels), rows=setup.rows,
+                             strict=False, name="demo")
     except Exception as e:  # noqa: BLE001 - reported with the log, not as a traceback
         raise _Failed(f"the RTL channel could not be built or started ({type(e).__name__}: "
                       f"{e}); the build output is in {log}") from e
     with ex:
         ready = time.perf_counter() - t
-        print(f"4 channel simulations ready in {ready:.1f} s", file=table, flush=True)
+        print(f"{setup.channels} channel simulations ready in {ready:.1f} s", file=table,
+              flush=True)
         waves = None
         if args.waves is not None:
             from patton.tb.waves import Waves
@@ -224,7 +257,8 @@ def summary(f: dict[str, Any]) -> list[str]:
         f"{f['max_tolerance_ratio']:.2f} x the float64 tolerance"]
     if f["device"] == "rtl":
         lines.append(
-            f"RTL          {f['channel_cycles']:,} cycles simulated by 4 channel simulators "
+            f"RTL          {f['channel_cycles']:,} cycles simulated by "
+            f"{f.get('channels', CH_PER_HEAD)} channel simulators "
             f"in {f['rtl_seconds']:.1f} s of waiting = {f['channel_cycles_per_second']:,} "
             f"channel cycles/s ({f['rtl_cycles_per_second']:,} device cycles/s); "
             f"{f['mat_words']:,} mat words equal the functional model's at the end")
