@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -45,18 +46,20 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from patton.hw.params import ChannelParams
-from patton.sim.cycle_model import CycleModel
-from patton.sim.isa import Instruction, Opcode, channel_bit
-from patton.sim.schedule import TimedCommand
 from patton.tb.driver import Driver
 from patton.tb.player import SchedulePlayer
 from patton.tb.toolchain import BUILD_ROOT, environment, locked
+
+_spec = importlib.util.spec_from_file_location(
+    "rtl_throughput", Path(__file__).resolve().parent / "rtl_throughput.py")
+assert _spec is not None and _spec.loader is not None
+rtl_throughput = importlib.util.module_from_spec(_spec)  # its schedule and stdout redirection
+_spec.loader.exec_module(rtl_throughput)
 
 #: Rows of the channel (the one-channel build ``benchmarks/rtl_throughput.py`` uses by default).
 ROWS = 64
@@ -122,21 +125,6 @@ _END = re.compile(r"^E ([0-9a-f]+) ([0-9a-f]+)$")
 
 class BenchmarkError(RuntimeError):
     """A build or a run failed, or a run's results are not what they must be."""
-
-
-@contextmanager
-def stdout_to_stderr() -> Iterator[None]:
-    """Send file descriptor 1 (where the one-channel build's make writes) to standard error
-    while the block runs, so that ``--json`` prints JSON only."""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    os.dup2(2, 1)
-    try:
-        yield
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
 
 
 def progress(message: str) -> None:
@@ -238,17 +226,6 @@ def build_model(sources: Sequence[Path], channels: int, threads: int) -> tuple[P
 
 
 # -- runs ------------------------------------------------------------------------------------
-
-def mac_schedule(instructions: int) -> list[TimedCommand]:
-    """Channel 0's schedule of ``instructions`` MAC_ABK (64 columns, rows in turn), as
-    ``benchmarks/rtl_throughput.py`` makes it."""
-    program = [Instruction(Opcode.MAC_ABK, opsize=64, channel_mask=channel_bit(0),
-                           row=i % ROWS) for i in range(instructions)]
-    program.append(Instruction(Opcode.EOC))
-    schedule = CycleModel(record=True).run(program).schedule
-    assert schedule is not None
-    return [c for c in schedule if c.channel == 0]
-
 
 @dataclass
 class Run:
@@ -364,7 +341,7 @@ def benchmark(args: argparse.Namespace) -> dict[str, object]:
     n = args.channels
     started = time.perf_counter()
     load_before = os.getloadavg()
-    with stdout_to_stderr():
+    with rtl_throughput.stdout_to_stderr():
         player = SchedulePlayer(ChannelParams(rows=ROWS))
     progress(f"one-channel simulator: {player.binary}")
     sources = model_sources(player)
@@ -372,7 +349,7 @@ def benchmark(args: argparse.Namespace) -> dict[str, object]:
     model, builds[MODEL] = build_model(sources, n, 1)
     threaded, builds[THREADED] = build_model(sources, n, 2)
 
-    schedule = mac_schedule(args.instructions)
+    schedule = rtl_throughput.mac_schedule(args.instructions, ROWS)
     HOME.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="run-", dir=HOME))
     stream = work / "schedule.txt"

@@ -90,6 +90,21 @@ class _Simulator:
 
     def __init__(self) -> None:
         self.process: subprocess.Popen | None = None
+        self.peak_kib: int | None = None  # its peak resident memory (``note_peak``)
+
+    def note_peak(self) -> None:
+        """Note the running simulator's peak resident memory so far (``VmHWM`` in
+        ``/proc``: its own, since it started; where there is no ``/proc``, nothing)."""
+        process = self.process
+        if process is None or process.poll() is not None:
+            return
+        try:
+            with open(f"/proc/{process.pid}/status", encoding="ascii") as status:
+                for line in status:
+                    if line.startswith("VmHWM:"):
+                        self.peak_kib = int(line.split()[1])
+        except (OSError, ValueError):
+            pass
 
     def run(self, command: list[str], cwd: Path, log: BinaryIO) -> None:
         """Run ``command`` in ``cwd`` (output to ``log``) to its end; raise if it failed."""
@@ -177,6 +192,13 @@ class Session:
                 self._simulator.run(command, self.work, log)
         except BaseException as error:  # noqa: BLE001 - reported by the session's thread
             self._error = error
+
+    @property
+    def peak_memory_mib(self) -> float | None:
+        """The simulator's peak resident memory in MiB, noted when the session closed
+        (``None`` before, or where the system does not say)."""
+        kib = self._simulator.peak_kib
+        return None if kib is None else kib / 1024
 
     @property
     def alive(self) -> bool:
@@ -325,6 +347,7 @@ class Session:
         if self.closed:
             return
         self.closed = True
+        self._simulator.note_peak()  # before it ends: the peak of the whole run
         if self._schedule >= 0:
             try:
                 os.write(self._schedule, self.driver.quit())

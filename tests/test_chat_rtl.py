@@ -117,6 +117,9 @@ def test_the_whole_device_on_the_rtl_passes_every_check(tmp_path, capsys):
     assert f["decode_tokens"] > 0 and 0 < f["max_tolerance_ratio"] <= 1.0
     assert "Llama-3-8B, 8 KV heads on 32 AiM channels" in got.err
     assert "32 channel simulations ready" in got.err and "by 32 channel simulators" in got.err
+    # peak memory: the host's, and each simulator's as /proc noted it before it ended
+    assert f["memory_mib"]["host"] > 0 and 0 < f["memory_mib"]["simulator"] < f["memory_mib"][
+        "host"]
     setup = ChatSetup.of_channels(32)
     ex = CycleExecutor(setup.config().device)
     model = Chat(cv.read(DEMO_CONVERSATIONS), ex, setup, max_steps=steps).run().as_dict()

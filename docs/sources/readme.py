@@ -55,6 +55,9 @@ _DEMO = ["-m", "patton.cli", "demo", "--out", "build/records/demo"]
 TIMED: dict[str, Timed] = {
     "demo": Timed(_DEMO, output="build/records/demo/chat.json"),
     "demo-fresh": Timed(_DEMO, fresh_build=True, output="build/records/demo/chat.json"),
+    # the whole device: 8 KV heads on 32 channel simulators
+    "demo-32": Timed(["-m", "patton.cli", "demo", "--channels", "32", "--out",
+                      "build/records/demo-32"], output="build/records/demo-32/chat.json"),
     "rtl-cent-tiny": Timed(_RTL_CENT + ["--jobs", "2"]),
     "rtl-cent-tiny-serial": Timed(_RTL_CENT + ["--jobs", "1"]),
     "repro-quick": Timed(["-m", "patton.cli", "repro", "all", "--quick", "--out",
@@ -118,6 +121,13 @@ def _sensitivity(axis: str, metric: str) -> Callable[[], str]:
 def _demo(key: str, fmt: str = ",", name: str = "demo") -> Callable[[], str]:
     """A figure of the demo's record (``chat.json``), formatted by ``fmt``."""
     return lambda: format(record(name)[key], fmt)
+
+
+def _memory_total(name: str) -> float:
+    """MiB at most in use at once by a demo run: its process's peak and, for every channel, the
+    largest simulator's."""
+    run = record(name)
+    return run["memory_mib"]["host"] + run["channels"] * run["memory_mib"]["simulator"]
 
 
 def _rtl_cent(key: str, fmt: str = ",", name: str = "rtl-cent-tiny") -> Callable[[], str]:
@@ -270,6 +280,21 @@ NUMBERS: dict[str, Callable[[], str]] = {
     "demo.device_rate": _demo("rtl_cycles_per_second"),
     "demo.channel_cycles": lambda: f"{record('demo')['channel_cycles'] / 1e6:.2f} M",
     "demo.rtl_seconds": _demo("rtl_seconds", ".1f"),
+    "demo32.wall": lambda: minutes(record("demo-32")["wall_seconds"]),
+    "demo32.steps": _demo("steps", name="demo-32"),
+    "demo32.channel_rate": _demo("channel_cycles_per_second", name="demo-32"),
+    "demo32.channel_cycles": lambda: f"{record('demo-32')['channel_cycles'] / 1e6:.1f} M",
+    "demo32.rtl_seconds": _demo("rtl_seconds", ".0f", name="demo-32"),
+    "demo32.checked": _demo("placement_checked", name="demo-32"),
+    "demo32.mat_words": _demo("mat_words", name="demo-32"),
+    "demo32.memory.host": lambda: f"{record('demo-32')['memory_mib']['host']:.0f} MiB",
+    "demo32.memory.simulator": lambda: (
+        f"{record('demo-32')['memory_mib']['simulator']:.0f} MiB"),
+    "demo32.memory.total": lambda: (
+        f"{_memory_total('demo-32') / 1024:.1f} GiB" if _memory_total("demo-32") >= 1024
+        else f"{_memory_total('demo-32'):.0f} MiB"),
+    "demo32.verdict": lambda: ("every check passed" if not record("demo-32")["failures"]
+                               else f"{len(record('demo-32')['failures'])} failures"),
     "demo.host_seconds": lambda: minutes(record("demo")["wall_seconds"]
                                           - record("demo")["rtl_seconds"]
                                           - record("demo")["ready_seconds"]),

@@ -142,13 +142,13 @@ def run(args: argparse.Namespace) -> int:
           f"{setup.num_blocks - 1} engine blocks of {setup.block_size} tokens", file=table)
     if args.device == "rtl":
         try:
-            report, ready = _on_rtl(conversations, setup, faults, args, table, out)
+            report, ready, memory = _on_rtl(conversations, setup, faults, args, table, out)
         except _Failed as e:
             return _error(args, str(e))
     else:
         from patton.sim.executor import CycleExecutor
 
-        ready = 0.0
+        ready, memory = 0.0, {}
         chat = Chat(conversations, CycleExecutor(setup.config().device), setup,
                     faults=faults, max_steps=args.steps)
         report = _serve(chat, table)
@@ -157,6 +157,7 @@ def run(args: argparse.Namespace) -> int:
     figures["wall_seconds"] = round(wall, 3)
     if args.device == "rtl":
         figures["ready_seconds"] = round(ready, 3)  # building or loading the simulators
+        figures["memory_mib"] = memory
     if faults is not None and faults.hit is None:  # a check of the checks that did not run
         return _error(args, f"--fault {args.fault} was never injected: the run ended "
                             f"after {len(report.steps)} steps, before --fault-step "
@@ -175,9 +176,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _on_rtl(conversations: list, setup: ChatSetup, faults: Faults | None,
-            args: argparse.Namespace, table: TextIO, out: Path) -> tuple[ChatReport, float]:
-    """Serve on the setup's channels, each a simulator of the RTL; return the report and the
-    seconds the simulators took to be ready (built, or loaded from the cache)."""
+            args: argparse.Namespace, table: TextIO,
+            out: Path) -> tuple[ChatReport, float, dict[str, float]]:
+    """Serve on the setup's channels, each a simulator of the RTL; return the report, the
+    seconds the simulators took to be ready (built, or loaded from the cache) and the peak
+    memory (:func:`_memory`)."""
     from patton.tb.executor import RtlExecutor
     from patton.tb.toolchain import quiet
 
@@ -212,7 +215,18 @@ def _on_rtl(conversations: list, setup: ChatSetup, faults: Faults | None,
         finally:
             if waves is not None:
                 print(waves.close(), file=table)
-    return report, ready
+    return report, ready, _memory(ex)
+
+
+def _memory(ex: Any) -> dict[str, float]:
+    """Peak resident memory in MiB of this process (the engine, the runtime, the models, the
+    checks; ``ru_maxrss`` is in KiB on Linux) and of the largest channel simulator, once the
+    executor ``ex`` has closed them."""
+    import resource
+
+    host = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peaks = [s.peak_memory_mib for s in ex.sessions.values() if s.peak_memory_mib is not None]
+    return {"host": round(host, 1), "simulator": round(max(peaks, default=0.0), 1)}
 
 
 class _Failed(Exception):
