@@ -53,13 +53,24 @@ RTL_ONLY = {"device", "rtl_cycles", "rtl_seconds", "channel_cycles", "rtl_cycles
 WALL = {"seconds", "wall_seconds"}
 
 
-@pytest.mark.parametrize("name", [n for n in measured.TIMED if n.startswith("demo")])
+def _demo_options(name: str) -> list[str]:
+    """The record's ``--channels`` option, if its command has one."""
+    argv = measured.TIMED[name].argv
+    return argv[argv.index("--channels"):argv.index("--channels") + 2] \
+        if "--channels" in argv else []
+
+
+@pytest.mark.parametrize("name", [
+    pytest.param(n, marks=[pytest.mark.slow] if _demo_options(n) else [])
+    for n in measured.TIMED if n.startswith("demo")])
 def test_a_timed_demo_record_is_what_the_models_make_now(tmp_path, name):
     """The timed runs' figures that do not depend on the machine (steps, tokens, cycles by
     phase, checks) are today's: the device models make the same (the RTL's cycles equal
-    the cycle model's, a check of every demo step)."""
+    the cycle model's, a check of every demo step). The whole device's (``--channels 32``,
+    marked slow: two minutes on the models) likewise."""
     done = subprocess.run([sys.executable, "-m", "patton.cli", "demo", "--device", "model",
-                           "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True)
+                           *_demo_options(name), "--out", str(tmp_path)], cwd=ROOT,
+                          capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     made = json.loads((tmp_path / "chat.json").read_text())
     stored = measured.record(name)
