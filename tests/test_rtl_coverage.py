@@ -101,9 +101,13 @@ def test_code_coverage_of_the_closure_run(capsys, tmp_path):
         assert rows[module]["lines_hit"] == rows[module]["lines"], module
     assert rows["patton_channel.checker"]["branches_hit"] > 0.8 * rows[
         "patton_channel.checker"]["branches"]
-    # the branch points not taken are Yosys's empty ``if`` artefacts, or the testbench's
+    # the branch points not taken are Yosys's empty ``if`` artefacts, the global buffer's
+    # write-first bypass (one per lane: the buffer reads only for WRCP, MAC and MAC16, and the
+    # stimulus rarely puts one right after a WRGB of its column; docs/verification.md), or the
+    # testbench's
     missed = code["branches"] - code["branches_hit"] - code["branch_artefacts"]
-    assert 0 <= missed <= 16
+    bypass = rows["patton_channel.gb"]["branches"] - rows["patton_channel.gb"]["branches_hit"]
+    assert 0 <= bypass <= 16 and 0 <= missed - bypass <= 16
     points = read(tmp_path / "coverage.dat")
     assert {module_group(p.module) for p in points} >= set(rows) - {"total"}
     info = (tmp_path / "coverage.info").read_text()
