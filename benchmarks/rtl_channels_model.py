@@ -52,7 +52,7 @@ from pathlib import Path
 
 from patton.hw.params import ChannelParams
 from patton.tb.driver import Driver
-from patton.tb.player import SchedulePlayer
+from patton.tb.player import BUILD_ARGS, SchedulePlayer
 from patton.tb.toolchain import BUILD_ROOT, environment, locked
 
 _spec = importlib.util.spec_from_file_location(
@@ -76,9 +76,9 @@ MODEL_PLAYER = "player_channels.v"
 PROCESSES, MODEL, THREADED = "processes", "model", "model-threads2"
 CONFIGURATIONS = (PROCESSES, MODEL, THREADED)
 #: Verilator options of the model builds (those of ``tb/player.py``'s build, less cocotb's).
-VERILATOR_ARGS = ("--cc", "--exe", "--build", "-j", "2", "-Wno-fatal", "-Wno-lint",
-                  "-Wno-style", "-O3", "-CFLAGS", "-O2", "--top-module", "patton_player",
-                  "--prefix", "Vtop")
+VERILATOR_ARGS = ("--cc", "--exe", "--build", "-j", "2",
+                  *(arg for arg in BUILD_ARGS if arg != "--no-public-flat-rw"),
+                  "--top-module", "patton_player", "--prefix", "Vtop")
 #: Seconds between progress lines of a build.
 PROGRESS_EVERY = 60.0
 

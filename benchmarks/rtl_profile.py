@@ -47,7 +47,7 @@ PARTS = ("every cycle", "gated clocks", "stream reader", "runtime")
 #: Symbols of the stream reader (tb/player_dpi.cpp and the libc calls it makes).
 _READER = re.compile(r"patton_stream|hex_field|hex_digit|getdelim|getline")
 _SAMPLE = re.compile(r"^\s*([\d.]+)%\s+\[\.\]\s+(.+?)\s*$")
-_CALL = re.compile(r"(Vtop___024root___nba_\w+)\(")
+_CALL = re.compile(r"(Vtop\w*?___nba_\w+)\(")  # the root's functions and a module's (patton_mac)
 _TRIGGER = re.compile(r"if \(\(([0-9a-fx]+)ULL & vlSelfRef\.__VnbaTriggered\[0U\]\)\)")
 
 

@@ -64,11 +64,15 @@ from patton.hw.isa import (
     violation_layout,
 )
 from patton.hw.params import ChannelParams
+from patton.hw.shared import shared_instance
 from patton.hw.timing_checker import TimingChecker
 from patton.sim.isa import Command
 from patton.sim.timing import TIMING, TimingTable
 
-__all__ = ["Channel", "RETURNING", "REGISTER_READS"]
+__all__ = ["Channel", "RETURNING", "REGISTER_READS", "MAC_MODULE"]
+
+#: Verilog module of a MAC unit in generated Verilog (``Channel(blackbox=True)``).
+MAC_MODULE = "patton_mac"
 
 #: Commands that return data: RD on ``rdata``, the register reads on ``rdata_mac``.
 RETURNING = (Command.RD, Command.RDMAC16, Command.RDAF16)
@@ -86,7 +90,10 @@ class Channel(wiring.Component):
     params : ChannelParams
         Organisation (use few rows with the stand-in mats).
     blackbox : bool
-        Instantiate the Verilog mat macro (generated Verilog) instead of the Amaranth stand-in.
+        For generated Verilog: instantiate the Verilog mat macro instead of the Amaranth
+        stand-in, and the MAC units as instances of one module (:data:`MAC_MODULE`, made by
+        :func:`patton.hw.shared.shared_instance`) instead of submodules; ``hw/generate.py``
+        writes both.
     timing : TimingTable
         Timing rules and latencies.
     mac : module-like, optional
@@ -186,7 +193,11 @@ class Channel(wiring.Component):
         macs, readouts, biases, af_operands = [], [], [], []
         mac_segments, bias_segments = [], []
         for b in range(nb):
-            m.submodules[f"mac{b}"] = unit = self._mac.MacUnit()
+            if self._blackbox:  # generated Verilog: one MAC module for the 16 units
+                unit, m.submodules[f"mac{b}"] = shared_instance(
+                    self._mac.MacUnit, MAC_MODULE, name=f"mac{b}")
+            else:
+                m.submodules[f"mac{b}"] = unit = self._mac.MacUnit()
             m.submodules[f"readout{b}"] = readout = self._mac.Bf16Readout()
             m.submodules[f"bias{b}"] = bias = self._mac.BiasLoad()
             m.submodules[f"af_operands{b}"] = operands = AfOperands(p)

@@ -7,12 +7,15 @@ before profiles existed, so existing Verilator builds stay valid):
 
 ``patton_channel.v``
     The channel (decoder, banks, MAC PUs, global buffer, read path, timing checker), converted
-    by Amaranth with Yosys. Its mats are instances of the black box ``patton_mat``.
+    by Amaranth with Yosys. Its mats are instances of the black box ``patton_mat``; its 16 MAC
+    units are instances of ``patton_mac``, the MAC unit converted once and written after the
+    channel (:mod:`patton.hw.shared`).
 ``patton_mat.v``
     The behavioural mat macro (:func:`patton.hw.mat.mat_verilog`).
 ``patton_channel.vlt``
-    Verilator waivers for the generated channel (``docs/hw.md`` explains each); pass it to
-    Verilator before the sources. The mat macro needs none.
+    Verilator waivers for the generated channel (``docs/hw.md`` explains each) and the lines
+    that keep ``patton_mac`` one module (:func:`patton.hw.shared.verilator_control`); pass it
+    to Verilator before the sources. The mat macro needs no waiver.
 """
 
 from __future__ import annotations
@@ -22,9 +25,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from amaranth.back import verilog
-from patton.hw.channel import Channel
+from patton.hw.channel import MAC_MODULE, Channel
 from patton.hw.mat import MAT_MODULE, mat_verilog
 from patton.hw.params import ChannelParams
+from patton.hw.shared import module_verilog, verilator_control
 from patton.sim.timing import DEFAULT_PROFILE, Timing, timing_table
 
 __all__ = ["emit_verilog", "waivers", "TOP"]
@@ -42,11 +46,12 @@ WAIVED = ("WIDTHEXPAND", "WIDTHTRUNC", "CASEINCOMPLETE", "UNUSEDSIGNAL", "PROCAS
           "DECLFILENAME")
 
 
-def waivers(name: str = TOP) -> str:
-    """Return the Verilator control file that waives :data:`WAIVED` in ``<name>.v`` only."""
+def waivers(name: str = TOP, extra: list[str] | None = None) -> str:
+    """Return the Verilator control file that waives :data:`WAIVED` in ``<name>.v`` only,
+    followed by the ``extra`` control lines."""
     lines = ["`verilator_config"]
     lines += [f'lint_off -rule {rule} -file "*{name}.v"' for rule in WAIVED]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + list(extra or [])) + "\n"
 
 
 def emit_verilog(out_dir: str | os.PathLike[str], params: ChannelParams | None = None, *,
@@ -85,10 +90,12 @@ def emit_verilog(out_dir: str | os.PathLike[str], params: ChannelParams | None =
     timing = timing_table(timing)
     top = Channel(params, blackbox=True, mac=mac, timing=timing)
     text = verilog.convert(top, name=name, emit_src=False, strip_internal_attrs=True)
+    unit = top.mac.MacUnit()
     channel = out / f"{name}.v"
-    channel.write_text(_HEADER.format(what="channel", p=params) + text)
+    channel.write_text(_HEADER.format(what="channel", p=params) + text
+                       + module_verilog(unit, MAC_MODULE))
     mat = out / f"{MAT_MODULE}.v"
     mat.write_text(_HEADER.format(what="DRAM mat macro", p=params) + mat_verilog())
     control = out / f"{name}.vlt"
-    control.write_text(waivers(name))
+    control.write_text(waivers(name, verilator_control(unit, MAC_MODULE)))
     return [channel, mat, control]

@@ -66,9 +66,11 @@ include Vtop.mk
 #: with every signal public, Verilator must assume any of them may be written from outside,
 #: keeps every intermediate and re-evaluates all combinational logic on both clock edges
 #: (ten times slower here). Only ``clk``, ``done`` and ``segments`` are public (tb/player.v).
-#: ``-O2`` replaces the C++ default ``-Os`` of ``verilated.mk``.
-_BUILD_ARGS = ("-Wno-fatal", "-Wno-lint", "-Wno-style", "-O3", "--no-public-flat-rw",
-               "-CFLAGS", "-O2")
+#: ``-O2`` replaces the C++ default ``-Os`` of ``verilated.mk``. ``-fno-dfg``: the dataflow
+#: optimiser names its temporaries per instance, so the 16 MAC units would each get a function
+#: of their own again (:mod:`patton.hw.shared`); without it they share one (a third faster).
+BUILD_ARGS = ("-Wno-fatal", "-Wno-lint", "-Wno-style", "-O3", "--no-public-flat-rw",
+              "-fno-dfg", "-CFLAGS", "-O2")
 #: Verilator options of a coverage build (``coverage=True``): line and toggle coverage points,
 #: counted in the simulator and written when it exits (``patton.tb.code_coverage`` reads them).
 #: ``-O0`` (the last ``-O`` counts): a counter per signal bit makes the C++ five times bigger,
@@ -158,7 +160,7 @@ class SchedulePlayer:
         return files
 
     def _args(self) -> list[str]:
-        return list(_BUILD_ARGS) + (["--trace-fst", *fst.build_args()]
+        return list(BUILD_ARGS) + (["--trace-fst", *fst.build_args()]
                                     if self.waves == "fst" else []) + (
             list(_COVERAGE_ARGS) if self.coverage else [])
 

@@ -216,3 +216,22 @@ def test_a_bad_stream_line_stops_the_player_naming_the_line(player, line, why):
             session.run(good)
     text = line.decode().strip()
     assert f"schedule line {lines + 1}: {why}: {text}" in str(error.value)
+
+
+def test_the_sixteen_mac_units_run_one_function(player):
+    """The simulator evaluates the 16 MAC units with one compiled function (hw/shared.py): the
+    MAC module stays a module of its own, with its ports as variables, and the build has no
+    dataflow pass to name its temporaries per instance. 16 copies of that code were the
+    simulator's largest cost (docs/tb.md)."""
+    import re
+
+    from patton.hw.channel import MAC_MODULE
+
+    code = "".join(path.read_text(errors="replace")  # the cycle's code, not the start-up's
+                   for path in sorted(player.build_dir.glob("Vtop*.cpp"))
+                   if not path.stem.endswith("__Slow"))
+    defined = set(re.findall(rf"^void (Vtop_{MAC_MODULE}___nba_\w+)\(", code, re.M))
+    assert len(defined) == 1, sorted(defined)
+    (function,) = defined
+    called = re.findall(rf"^\s+{function}\(\(&vlSymsp->(\w+)\)\);", code, re.M)
+    assert len(called) == 16 and len(set(called)) == 16, called

@@ -154,8 +154,9 @@ def _profile_table() -> str:
     """The simulator's samples by part (``benchmarks/rtl_profile.py``)."""
     what = {"every cycle": "the clock's logic: decoder, timing checker, stage-1 write "
                            "multiplexers, mat and buffer ports, registers",
-            "gated clocks": "logic behind the gated clocks, here the 16 MAC units (operands, "
-                            "lanes, adder tree, rounding, readouts) in each MAC16",
+            "gated clocks": "logic behind the gated clocks, here the 16 MAC units (one "
+                            "function of `patton_mac`, run for each unit: lanes, adder tree, "
+                            "rounding) and their operands and readouts in each MAC16",
             "stream reader": "`tb/player_dpi.cpp`: schedule lines into the player's registers",
             "runtime": "Verilator's scheduler and library, the C library, the kernel"}
     shares = record("tb-profile")["shares"]

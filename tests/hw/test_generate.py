@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from patton.hw import generate
+from patton.hw.channel import MAC_MODULE
 from patton.hw.mat import MAT_MODULE, mat_verilog
 
 from patton.cli import hw as cli
@@ -39,7 +40,16 @@ def test_emit_writes_channel_macro_and_waivers(emitted):
     assert f"module {MAT_MODULE}" not in text
     assert f".ROWS(32'd{ROWS})" in text.replace(" ", "")
     assert f"module {MAT_MODULE} #(" in mat.read_text()
-    assert control.read_text() == generate.waivers()
+    # The 16 MAC units are instances of one module, written once after the channel and kept a
+    # module of its own in Verilator, its ports variables (hw/shared.py).
+    assert len(re.findall(rf"^\s*{MAC_MODULE}\s+mac\d+ \(", text, re.M)) == 16
+    assert len(re.findall(rf"^module {MAC_MODULE}\(", text, re.M)) == 1
+    assert not re.search(r"^module \\patton_channel\.mac\d", text, re.M)
+    lines = control.read_text().splitlines()
+    assert "\n".join(lines[:len(generate.WAIVED) + 1]) + "\n" == generate.waivers()
+    assert lines[len(generate.WAIVED) + 1:] == [f'no_inline -module "{MAC_MODULE}"'] + [
+        f'public_flat_rd -module "{MAC_MODULE}" -var "{port}"'
+        for port in ("a", "b", "acc", "result")]
 
 
 def test_rows_override_is_validated(tmp_path):
@@ -149,7 +159,8 @@ def test_mat_macro_matches_stand_in(tmp_path):
     rows = ROWS + 8  # the LUT rows follow the normal ones
     for i in range(300):
         steps.append({
-            "rd_en": int(rng.integers(4) > 0), "rd_row": int(rng.integers(rows)), "rd_col": int(rng.integers(3 if i < 200 else 64)),
+            "rd_en": int(rng.integers(4) > 0), "rd_row": int(rng.integers(rows)),
+            "rd_col": int(rng.integers(3 if i < 200 else 64)),
             "wr_en": int(rng.integers(2)) if i < 200 else 0, "wr_row": int(rng.integers(rows)),
             "wr_col": int(rng.integers(3)), "wr_mask": int(rng.integers(1 << 16)),
             "wr_data": int.from_bytes(rng.bytes(32), "little")})
