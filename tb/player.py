@@ -68,7 +68,8 @@ include Vtop.mk
 #: (ten times slower here). Only ``clk``, ``done`` and ``segments`` are public (tb/player.v).
 #: ``-O2`` replaces the C++ default ``-Os`` of ``verilated.mk``. ``-fno-dfg``: the dataflow
 #: optimiser names its temporaries per instance, so the 16 MAC units would each get a function
-#: of their own again (:mod:`patton.hw.shared`); without it they share one (a third faster).
+#: of their own again (:mod:`patton.hw.shared`); without it they share one
+#: (``benchmarks/rtl_speedup.py`` measures the simulator).
 BUILD_ARGS = ("-Wno-fatal", "-Wno-lint", "-Wno-style", "-O3", "--no-public-flat-rw",
               "-fno-dfg", "-CFLAGS", "-O2")
 #: Verilator options of a coverage build (``coverage=True``): line and toggle coverage points,

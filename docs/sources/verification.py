@@ -10,6 +10,8 @@ from collections.abc import Callable
 from functools import cache
 from typing import TYPE_CHECKING
 
+from patton.hw.channel import MAC_MODULE
+
 from sources.common import ROOT, NumbersError, Timed, minutes, record, span, wall
 
 if TYPE_CHECKING:
@@ -389,7 +391,7 @@ def _branches_testbench() -> str:
     """The branch points not taken besides Yosys's artefacts and the global buffer's bypass,
     checked to be the testbench's (the player, the mat macro's ``+MATS`` dump)."""
     missed = _code()["missed_branchs"]  # the record's key, as _CODE spells it
-    if any(m[0].startswith("patton_channel") and not _bypass(m) for m in missed):
+    if any(m[0].startswith(("patton_channel", MAC_MODULE)) and not _bypass(m) for m in missed):
         raise NumbersError("verification-code-coverage: a branch of the channel other than "
                            "the global buffer's bypass was not taken; the page says every one "
                            "was")
