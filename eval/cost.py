@@ -74,8 +74,9 @@ from patton.sim.cycle_model import FRONTENDS, CycleModel, DeviceState
 from patton.sim.device import AF_ROW_BASE, DEVICE, params
 from patton.sim.energy import COMPONENTS, STANDBY, energy, standby_scale
 from patton.sim.executor import FunctionalExecutor
+from patton.sim.extensions import DEFAULT_EXT, EXTENSIONS, ext_field
 from patton.sim.program import Program
-from patton.sim.timing import DEFAULT_PROFILE, PROFILES
+from patton.sim.timing import DEFAULT_PROFILE, PROFILES, timing_table
 
 __all__ = ["PARTS", "CostKey", "Costing", "PartCost", "Reference", "RunCost", "foreign",
            "measure", "measure_many", "pim_twins", "requirements", "reference"]
@@ -167,6 +168,7 @@ class RunCost:
     timing: str = DEFAULT_PROFILE  # the cycle model's timing profile
     gpu: str = "analytic"  # the GPU prefill model (gpu_calibration.GPU_MODELS)
     standby: str = "per_channel"  # how standby energy is counted (sim.energy.STANDBY)
+    device_ext: str = DEFAULT_EXT  # the device's extension set (sim.extensions)
 
     @property
     def pim_seconds(self) -> float:
@@ -192,8 +194,8 @@ class RunCost:
         """Return the figures as plain JSON data."""
         out: dict[str, Any] = {
             "model": self.model, "runtime": self.runtime, "frontend": self.frontend,
-            "timing": self.timing, "gpu": self.gpu, "standby": self.standby,
-            "steps": self.steps,
+            "timing": self.timing, **ext_field(self.device_ext), "gpu": self.gpu,
+            "standby": self.standby, "steps": self.steps,
             "parts": {name: self.parts[name].as_dict() for name in PARTS},
             "pim_seconds": self.pim_seconds, "pim_joules": self.pim_joules,
             "recompute_seconds": self.recompute_seconds,
@@ -329,30 +331,33 @@ def foreign(state: DeviceState, rows: int) -> DeviceState:
 #: cache smaller than a repeated sequence would drop each cost just before it is wanted).
 CACHED_COSTS = 1 << 18
 
-_CACHES: dict[tuple[str, str], CostCache] = {}
+_CACHES: dict[tuple[str, str, str], CostCache] = {}
 
 
-def costs(frontend: str, timing: str = DEFAULT_PROFILE) -> CostCache:
-    """Return the process's cost cache for ``frontend`` and ``timing`` (made on first use).
+def costs(frontend: str, timing: str = DEFAULT_PROFILE, ext: str = DEFAULT_EXT) -> CostCache:
+    """Return the process's cost cache for ``frontend`` and ``timing`` on extension set
+    ``ext`` (made on first use).
 
     Every unchecked run in the process shares it: a cost is keyed on everything that sets it
     (:mod:`patton.sim.cost_cache`), so reuse across runs is as exact as within one.
     """
-    if (frontend, timing) not in _CACHES:
-        _CACHES[frontend, timing] = CostCache(
-            CycleModel(DEVICE, timing, drain=True, frontend=frontend, memo=True),
+    if (frontend, timing, ext) not in _CACHES:
+        _CACHES[frontend, timing, ext] = CostCache(
+            CycleModel(DEVICE, timing_table(timing, ext), drain=True, frontend=frontend,
+                       memo=True),
             capacity=CACHED_COSTS)
-    return _CACHES[frontend, timing]
+    return _CACHES[frontend, timing, ext]
 
 
 class _Device:
     """The cycle model behind the exact cost reuse; with ``check``, recording and verifying."""
 
-    def __init__(self, frontend: str, timing: str, check: bool) -> None:
-        self.profile = timing
+    def __init__(self, frontend: str, timing: str, check: bool, ext: str = DEFAULT_EXT
+                 ) -> None:
+        self.profile = timing_table(timing, ext)
         self.timing: CycleModel | CostCache = CycleModel(
-            DEVICE, timing, record=True, drain=True, frontend=frontend) if check \
-            else costs(frontend, timing)
+            DEVICE, self.profile, record=True, drain=True, frontend=frontend) if check \
+            else costs(frontend, timing, ext)
         self.check = check
         self.checked = 0
         self.violations = 0
@@ -468,6 +473,7 @@ class Costing:
         frontends: the cycle model's front ends.
         timings: its timing profiles (every front end under each).
         gpus: the GPU prefill models (:data:`~patton.eval.gpu_calibration.GPU_MODELS`).
+        device_ext: the device's extension set (every line's).
         check: verify every program (and the engine/runtime mirror, by the run's checks).
         layers: layers counted (None: the model's).
         on_step: called with each step's index after it.
@@ -477,8 +483,10 @@ class Costing:
                  refs: list[Reference], frontends: list[str], *, check: bool,
                  timings: tuple[str, ...] = (DEFAULT_PROFILE,),
                  gpus: tuple[str, ...] = ("analytic",), layers: int | None = None,
-                 on_step: Callable[[int], None] | None = None) -> None:
+                 on_step: Callable[[int], None] | None = None,
+                 device_ext: str = DEFAULT_EXT) -> None:
         spec = specs[0]
+        self.device_ext = device_ext
         self.runtime_name = runtime
         self.layers = spec.layers if layers is None else layers
         self.group = spec.q_heads // spec.kv_heads
@@ -487,7 +495,7 @@ class Costing:
             raise ValueError(f"runtime {runtime!r} has no per-layer row band "
                              "(config.rows_per_layer): the layers cannot be counted")
         self.band = band
-        self.lines = [_Line(f, t, _Device(f, t, check), DeviceState.reset(DEVICE))
+        self.lines = [_Line(f, t, _Device(f, t, check, device_ext), DeviceState.reset(DEVICE))
                       for t in timings for f in frontends]
         self.device = self.lines[0].device  # a checked run has one line
         self.pricings = [_Pricing(s, r, g, gpu_model(g, s)) for s, r in zip(specs, refs)
@@ -626,7 +634,7 @@ class Costing:
                 wall_seconds=wall, mismatches=mismatches,
                 unreferenced=len(pr.unreferenced),
                 seconds_by_phase={k: round(v, 6) for k, v in phases.items()},
-                timing=line.timing, gpu=pr.name, standby=standby)
+                timing=line.timing, gpu=pr.name, standby=standby, device_ext=self.device_ext)
         return out
 
 
@@ -653,14 +661,15 @@ def _run(conversations: Iterable[Conversation], model: str | ModelSpec | list[An
          on_step: Callable[[int], None] | None = None,
          observers: Iterable[object] = (), timing: str | Iterable[str] = DEFAULT_PROFILE,
          gpu: str | Iterable[str] = "analytic", standby: str | Iterable[str] = "per_channel",
-         token_op: str | None = None) -> dict[CostKey, RunCost]:
+         token_op: str | None = None, device_ext: str = DEFAULT_EXT) -> dict[CostKey, RunCost]:
     """A measured run: one or several models (PIM twins), front ends, timing profiles, GPU
-    models and standby accountings."""
+    models and standby accountings, on one device (extension set ``device_ext``)."""
     specs = [_model(m) for m in ([model] if isinstance(model, (str, ModelSpec)) else model)]
     frontends = [frontend] if isinstance(frontend, str) else list(frontend)
     timings = _views("timing profile", timing, PROFILES)
     gpus = _views("GPU model", gpu, GPU_MODELS)
     standbys = _views("standby accounting", standby, STANDBY)
+    _views("device extension set", device_ext, EXTENSIONS)
     _counts(steps, clients, pool, max_model_len, max_batched_tokens, num_blocks)
     if runtime == "gpu":
         raise ValueError("runtime 'gpu' is vLLM's own KV cache: it has no PIM programs to "
@@ -705,14 +714,14 @@ def _run(conversations: Iterable[Conversation], model: str | ModelSpec | list[An
         refs.append(given[k])
     needs = requirements(runtime)
     attached = attach(runtime, spec, num_blocks=num_blocks, block_size=needs.block_size,
-                      fill=False, token_op=token_op)
+                      fill=False, token_op=token_op, device_ext=device_ext)
     rt = attached.runtime
     assert rt is not None
     cap = attached.capacity
     params = EngineParams(cap.block_size, cap.num_blocks, clients, max_batched_tokens,
                           max_model_len, enable_prefix_caching=needs.prefix_caching)
     costing = Costing(runtime, rt.config, specs, refs, frontends, check=check, timings=timings,
-                      gpus=gpus, layers=layers, on_step=on_step)
+                      gpus=gpus, layers=layers, on_step=on_step, device_ext=device_ext)
     data: Pattern | TokenKV = TokenKV(rt.config, 0) if replay else Pattern(rt.config)
     executor = FunctionalExecutor(DEVICE) if replay else None
     checks = Checks(attached, data, executor, placements=False) if check else None
@@ -732,7 +741,7 @@ def measure(conversations: Iterable[Conversation], model: str | ModelSpec, runti
             replay: bool = False, layers: int | None = None,
             observers: Iterable[object] = (), timing: str = DEFAULT_PROFILE,
             gpu: str = "analytic", standby: str = "per_channel",
-            token_op: str | None = None) -> RunCost:
+            token_op: str | None = None, device_ext: str = DEFAULT_EXT) -> RunCost:
     """Serve ``conversations`` for ``steps`` steps with ``runtime`` attached; return the cost.
 
     ``model`` is a preset of :data:`patton.runtime.models.MODELS`, ``runtime`` a PIM runtime
@@ -748,7 +757,8 @@ def measure(conversations: Iterable[Conversation], model: str | ModelSpec, runti
     ``timing`` is the cycle model's timing profile, ``gpu`` the GPU prefill model
     (:data:`~patton.eval.gpu_calibration.GPU_MODELS`), ``standby`` how standby energy is
     counted (:data:`~patton.sim.energy.STANDBY`), ``token_op`` how ``patton-wo-cz`` writes a
-    single Value token (``"abk"``, its default, or ``"mem"``).
+    single Value token (``"abk"``, its default, or ``"mem"``), ``device_ext`` the device's
+    extension set (:mod:`patton.sim.extensions`: the runtime uses what the device has).
 
     Raises:
         ValueError: an unknown model, runtime or front end, the ``gpu`` runtime (no PIM), a
@@ -761,7 +771,7 @@ def measure(conversations: Iterable[Conversation], model: str | ModelSpec, runti
                    max_batched_tokens=max_batched_tokens, ref=reference, check=check,
                    num_blocks=num_blocks, layers=layers, replay=replay, on_step=on_step,
                    observers=observers, timing=timing, gpu=gpu, standby=standby,
-                   token_op=token_op).values()
+                   token_op=token_op, device_ext=device_ext).values()
     return cost
 
 
@@ -773,7 +783,8 @@ def measure_many(conversations: Iterable[Conversation], models: Iterable[str | M
                  replay: bool = False, timings: Iterable[str] = (DEFAULT_PROFILE,),
                  gpus: Iterable[str] = ("analytic",),
                  standbys: Iterable[str] = ("per_channel",),
-                 token_op: str | None = None) -> dict[CostKey, RunCost]:
+                 token_op: str | None = None, device_ext: str = DEFAULT_EXT
+                 ) -> dict[CostKey, RunCost]:
     """:func:`measure` for every model of ``models`` on every front end of ``frontends`` under
     every timing profile of ``timings``, priced under every GPU model of ``gpus`` and standby
     accounting of ``standbys``, in one run; return the costs keyed by :class:`CostKey`
@@ -796,4 +807,5 @@ def measure_many(conversations: Iterable[Conversation], models: Iterable[str | M
                 max_batched_tokens=max_batched_tokens,
                 ref=None if references is None else list(references), check=check,
                 num_blocks=num_blocks, replay=replay, on_step=on_step, timing=tuple(timings),
-                gpu=tuple(gpus), standby=tuple(standbys), token_op=token_op)
+                gpu=tuple(gpus), standby=tuple(standbys), token_op=token_op,
+                device_ext=device_ext)

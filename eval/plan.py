@@ -26,7 +26,8 @@ class Scale:
     Invariants: every count is positive; ``loads`` maps each Fig. 9 load to its pool (a
     multiple of ``fig9_clients``); ``assumptions`` are the headline figures' (the paper's
     configuration by default, :mod:`patton.eval.assumptions`); the sensitivity runs
-    ``sensitivity_steps`` steps per configuration.
+    ``sensitivity_steps`` steps per configuration; ``what_if`` names opt-in axes
+    (:attr:`~patton.eval.assumptions.Axis.opt_in`) it varies too.
     """
 
     steps: int  # scheduler steps of every cost configuration (Fig. 7, 8)
@@ -42,6 +43,7 @@ class Scale:
     value_write_steps: int = 32  # micro: decode steps of the Value-write benchmark
     value_write_requests: int = 32  # micro: its batch (the paper's concurrency)
     assumptions: Assumptions = PAPER  # the headline figures' assumptions
+    what_if: tuple[str, ...] = ()  # opt-in axes the sensitivity varies too (device_ext)
 
     def with_(self, **changes: object) -> Scale:
         """Return a copy with ``changes`` (``dataclasses.replace``)."""

@@ -22,10 +22,13 @@ def _assumptions(records: dict[str, Any]) -> list[str]:
     lines = ["", "## Assumptions", "",
              "The headline figures ran under these (`docs/evaluation.md`; change one with "
              "`--assume AXIS=VALUE`):", ""]
+    # an opt-in axis at its paper value is left out of "assumptions" (it is listed in
+    # "axes" when the sensitivity varied it)
+    value = {a["axis"]: used.get(a["axis"], a["paper"]) for a in axes}
     lines += tables.table(("axis", "this run", "paper configuration", "how it was chosen"),
-                          ((a["axis"], f"**{used[a['axis']]}**"
-                            if used[a["axis"]] != a["paper"] else used[a["axis"]], a["paper"],
-                            a["decided_by"]) for a in axes))
+                          ((a["axis"], f"**{value[a['axis']]}**"
+                            if value[a["axis"]] != a["paper"] else value[a["axis"]],
+                            a["paper"], a["decided_by"]) for a in axes))
     gpu = records.get("gpu_model")
     if gpu:
         lines += ["", f"GPU model `calibrated`: {gpu['source']}; relative error against the "

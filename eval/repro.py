@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from patton.eval.assumptions import describe
+from patton.eval.assumptions import AXES, describe
 from patton.eval.figures import FIGURES, figure
 from patton.eval.gpu_calibration import report as gpu_report
 from patton.eval.plan import Scale
@@ -62,7 +62,8 @@ def reproduce(figures: Sequence[str], scale: Scale, *, workers: int = DEFAULT_WO
         if failed:
             raise TaskError(f"{task.key}: its checks failed ({failed}); no figure is made "
                             "from it")
-    out: dict[str, Any] = {"assumptions": scale.assumptions.as_dict(), "axes": describe(),
+    shown = (*scale.what_if, *(a for a in scale.assumptions.as_dict() if AXES[a].opt_in))
+    out: dict[str, Any] = {"assumptions": scale.assumptions.as_dict(), "axes": describe(shown),
                            "gpu_model": gpu_report()}
     for f in figures:
         pairs = [(t, by_task[t]["result"]) for t in wanted[f]]

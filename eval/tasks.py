@@ -37,6 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from patton.sim.extensions import DEFAULT_EXT
 from patton.sim.timing import DEFAULT_PROFILE
 
 __all__ = [
@@ -113,13 +114,15 @@ class CostTask:
     gpu: str = "analytic"  # the GPU prefill model (gpu_calibration.GPU_MODELS)
     standby: str = "per_channel"  # standby energy accounting (sim.energy.STANDBY)
     token_op: str | None = None  # patton-wo-cz's single-token Value write: "abk" or "mem"
+    device_ext: str = DEFAULT_EXT  # the device's extension set (the runtime uses it)
 
     @property
     def key(self) -> str:
         """A short unique label (progress bars, errors)."""
         write = f" {self.token_op}" if self.token_op else ""
-        return (f"cost {self.model} {self.runtime}{write} {self.frontend} {self.timing[-7:]} "
-                f"{self.max_model_len} {self.steps}")
+        ext = "" if self.device_ext == DEFAULT_EXT else f" {self.device_ext}"
+        return (f"cost {self.model} {self.runtime}{write}{ext} {self.frontend} "
+                f"{self.timing[-7:]} {self.max_model_len} {self.steps}")
 
     @property
     def total(self) -> int:
@@ -244,7 +247,8 @@ class CostPass:
         models = "+".join(dict.fromkeys(t.model for t in self.tasks))
         lines = "+".join(dict.fromkeys(f"{t.frontend} {t.timing[-7:]}" for t in self.tasks))
         write = f" {first.token_op}" if first.token_op else ""
-        return (f"cost {models} {first.runtime}{write} {lines} {first.max_model_len} "
+        ext = "" if first.device_ext == DEFAULT_EXT else f" {first.device_ext}"
+        return (f"cost {models} {first.runtime}{write}{ext} {lines} {first.max_model_len} "
                 f"{first.steps}")
 
     @property
@@ -267,11 +271,12 @@ Unit = Task | CostPass  # what a runner runs: a task, or cost tasks served toget
 
 def _together(task: CostTask) -> tuple:
     """What cost tasks served in one run share: all but the model's name (a PIM twin's), the
-    front end, the timing profile, the GPU model and the standby accounting."""
+    front end, the timing profile, the GPU model and the standby accounting. (The device's
+    extension set is shared: it changes the programs a runtime emits.)"""
     from patton.runtime.models import MODELS
 
     spec = MODELS[task.model]
-    return (task.runtime, task.token_op, task.steps, task.clients, task.pool,
+    return (task.runtime, task.token_op, task.device_ext, task.steps, task.clients, task.pool,
             task.max_model_len, task.conversations, task.max_message_tokens, task.check,
             (spec.layers, spec.kv_heads, spec.q_heads, spec.d_head))
 
@@ -320,7 +325,7 @@ def affinity(task: Unit) -> tuple:
     spec = MODELS[task.model]
     return (lines, (spec.kv_heads, spec.q_heads, spec.d_head, task.clients, task.pool,
                        task.max_model_len, task.conversations, task.max_message_tokens,
-                       task.steps), task.runtime, task.token_op)
+                       task.steps), task.runtime, task.token_op, task.device_ext)
 
 
 def run(task: Unit, progress: Progress | None = None) -> Any:
@@ -355,8 +360,12 @@ def run(task: Unit, progress: Progress | None = None) -> Any:
 
 
 def describe(task: Unit) -> dict[str, Any]:
-    """Return ``task`` as plain JSON data: its kind and fields."""
-    return {"kind": type(task).__name__, **dataclasses.asdict(task)}
+    """Return ``task`` as plain JSON data: its kind and fields (a cost task's extension set
+    only when it is not the default, as every result names it)."""
+    out = {"kind": type(task).__name__, **dataclasses.asdict(task)}
+    if out.get("device_ext", None) == DEFAULT_EXT:
+        del out["device_ext"]
+    return out
 
 
 # -------------------------------------------------------------------------- conversations
@@ -396,7 +405,8 @@ def _cost(task: CostTask, progress: Progress | None) -> dict[str, Any]:
                             frontend=task.frontend, clients=task.clients, pool=task.pool,
                             max_model_len=task.max_model_len, reference=reference,
                             on_step=_every(progress, PROGRESS_EVERY), timing=task.timing,
-                            gpu=task.gpu, standby=task.standby, token_op=task.token_op)
+                            gpu=task.gpu, standby=task.standby, token_op=task.token_op,
+                            device_ext=task.device_ext)
     out = dict(cost.as_dict())
     out["reference_seconds"] = round(reference_seconds, 2)
     if task.check:  # the same runtime and model on a small workload, every program checked
@@ -428,7 +438,7 @@ def _cost_pass(group: CostPass, progress: Progress | None) -> list[dict[str, Any
                                   timings=_once(t.timing for t in group.tasks),
                                   gpus=_once(t.gpu for t in group.tasks),
                                   standbys=_once(t.standby for t in group.tasks),
-                                  token_op=first.token_op)
+                                  token_op=first.token_op, device_ext=first.device_ext)
     out = []
     replays: dict[tuple, dict[str, Any]] = {}  # views of one program stream replay alike
     for task in group.tasks:
@@ -460,7 +470,7 @@ def _replay(run_cost: Any, spec: Any, task: CostTask) -> dict[str, Any]:
     rc = run_cost.measure(read(DEMO_CONVERSATIONS), spec, task.runtime, steps=REPLAY_STEPS,
                           frontend=task.frontend, clients=2, pool=4,
                           max_model_len=task.max_model_len, replay=True, timing=task.timing,
-                          token_op=task.token_op)
+                          token_op=task.token_op, device_ext=task.device_ext)
     d = rc.as_dict()
     return {"checked_programs": d.get("checked_programs"), "violations": d.get("violations"),
             "mismatches": d.get("mismatches"), "checked_steps": d.get("steps")}

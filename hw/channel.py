@@ -55,14 +55,7 @@ from patton.hw.bank import Bank
 from patton.hw.decoder import Decoder
 from patton.hw.ewmul import EwmulUnit
 from patton.hw.global_buffer import GlobalBuffer
-from patton.hw.isa import (
-    COL_BITS,
-    Opcode,
-    ProtocolCode,
-    command_layout,
-    read_layout,
-    violation_layout,
-)
+from patton.hw.isa import COL_BITS, HwIsa, ProtocolCode, hw_isa
 from patton.hw.params import ChannelParams
 from patton.hw.shared import shared_instance
 from patton.hw.timing_checker import TimingChecker
@@ -95,7 +88,11 @@ class Channel(wiring.Component):
         :func:`patton.hw.shared.shared_instance`) instead of submodules; ``hw/generate.py``
         writes both.
     timing : TimingTable
-        Timing rules and latencies.
+        Timing rules and latencies, on a device extension set (``timing.ext``): the channel
+        decodes and executes that set's commands (:func:`patton.hw.isa.hw_isa`; ``aim``, the
+        default, is the channel it always was). Under ``aim+wr16`` WR16 writes like WRA16 (word
+        ``b`` into bank ``b``'s column of the open row, lanes by the mask) and, unlike WRA16,
+        leaves every bank open.
     mac : module-like, optional
         Provider of ``MacUnit``, ``Bf16Readout`` and ``BiasLoad`` (default:
         :mod:`patton.hw.mac`).
@@ -141,12 +138,13 @@ class Channel(wiring.Component):
         self._params = params
         self._blackbox = bool(blackbox)
         self._timing = timing
+        self._isa = isa = hw_isa(timing.ext, timing.slots)
         self._mac = mac
         super().__init__({
-            "cmd": In(command_layout(params)),
-            "rdata": Out(read_layout(params)),
-            "rdata_mac": Out(read_layout(params)),
-            "violation": Out(violation_layout()),
+            "cmd": In(isa.command_layout(params)),
+            "rdata": Out(isa.read_layout(params)),
+            "rdata_mac": Out(isa.read_layout(params)),
+            "violation": Out(isa.violation_layout()),
             "violations": Out(COUNTER_BITS),
             "cycle": Out(32),
             "reg_mode": Out(1),
@@ -168,6 +166,11 @@ class Channel(wiring.Component):
         return self._timing
 
     @property
+    def isa(self) -> HwIsa:
+        """The ISA of the timing table's extension set (port enum, implemented commands)."""
+        return self._isa
+
+    @property
     def mac(self):
         """Provider of the MAC, readout and bias units."""
         return self._mac
@@ -179,11 +182,16 @@ class Channel(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         p = self._params
+        isa = self._isa
+        Opcode = isa.Opcode  # noqa: N806 - the port's enum, named as in hw.isa
         cmd = self.cmd
         nb = p.banks
         bank_bits = max(1, (nb - 1).bit_length())
+        # The extension's WR16 when the set has it: it writes as WRA16 does (word b of its
+        # payload into bank b's column of the open row) and keeps the row open.
+        wr16 = (Command.WR16,) if Command.WR16 in isa.IMPLEMENTED else ()
 
-        m.submodules.decoder = dec = Decoder(p)
+        m.submodules.decoder = dec = Decoder(p, isa)
         m.submodules.checker = checker = TimingChecker(p, self._timing)
         m.submodules.gb = gb = GlobalBuffer(p)
         banks = []
@@ -240,7 +248,7 @@ class Channel(wiring.Component):
 
         # One signal per command in stage 1 (and in stage 0, below): Amaranth lowers an
         # expression once per use, and a simulator evaluates every copy in every cycle.
-        in_stage1 = {c: Signal(name=f"was_{c.name}") for c in Command}
+        in_stage1 = {c: Signal(name=f"was_{c.name}") for c in isa.commands}
         m.d.comb += [flag.eq(s1_valid & (s1_command == Opcode[c.name]))
                      for c, flag in in_stage1.items()]
 
@@ -274,7 +282,7 @@ class Channel(wiring.Component):
                          dec.rows[b].eq(bank.row)]
         exe = dec.execute
 
-        in_stage0 = {c: Signal(name=f"is_{c.name}") for c in Command}
+        in_stage0 = {c: Signal(name=f"is_{c.name}") for c in isa.commands}
         m.d.comb += [flag.eq(cmd.command == Opcode[c.name]) for c, flag in in_stage0.items()]
 
         def is_(*commands):
@@ -295,6 +303,7 @@ class Channel(wiring.Component):
         sel = cmd.bank[:bank_bits]
         every_read = is_(Command.MAC16, Command.EWMUL16, Command.AF16)
         pair_read = is_(Command.RD, Command.RDCP, Command.MAC)
+        # WRA16 closes every bank as it issues (its auto-precharge); WR16 leaves them open.
         for b, bank in enumerate(banks):
             here = sel == b
             af_segment = Mux(from_mac[b], mac_segments[b].segment, segment[b])
@@ -310,7 +319,7 @@ class Channel(wiring.Component):
                      gb.rd_col.eq(cmd.col)]
 
         open_row = Array(bank.mat_row for bank in banks)[sel]
-        every_bank = is_(Command.MAC16, Command.WRA16, Command.EWMUL16, Command.AF16)
+        every_bank = is_(Command.MAC16, Command.WRA16, Command.EWMUL16, Command.AF16, *wr16)
         m.d.sync += [
             s1_valid.eq(exe), s1_command.eq(cmd.command), s1_bank.eq(sel),
             s1_row.eq(Mux(every_bank, banks[0].mat_row, open_row)),
@@ -330,7 +339,7 @@ class Channel(wiring.Component):
             with m.Elif(was(Command.WRCP) & here):
                 m.d.comb += [bank.wr_en.eq(1), bank.wr_data.eq(gb.rd_data),
                              bank.wr_mask.eq(all_lanes)]
-            with m.Elif(was(Command.WRA16)):
+            with m.Elif(was(Command.WRA16, *wr16)):
                 word = s1_data[16 * b:16 * b + 16]
                 m.d.comb += [bank.wr_en.eq(1), bank.wr_data.eq(word.replicate(p.lanes)),
                              bank.wr_mask.eq(s1_mask)]

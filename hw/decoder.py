@@ -5,17 +5,7 @@ from __future__ import annotations
 from amaranth.hdl import Array, Cat, Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
-from patton.hw.isa import (
-    ALL_ROWS,
-    BANK_ROW,
-    BANKED,
-    IMPLEMENTED,
-    REG_MODE,
-    REJECTED,
-    Opcode,
-    ProtocolCode,
-    command_layout,
-)
+from patton.hw.isa import REG_MODE, HwIsa, ProtocolCode, hw_isa
 from patton.hw.params import ChannelParams
 from patton.sim.isa import Command
 from patton.sim.protocol import RULES, Columns
@@ -23,14 +13,15 @@ from patton.sim.protocol import RULES, Columns
 __all__ = ["Decoder"]
 
 #: Commands whose open row must be an activation-function LUT row (AF16).
-LUT = frozenset(c for c in IMPLEMENTED if RULES[c].lut)
+LUT = frozenset(c for c in hw_isa().IMPLEMENTED if RULES[c].lut)
 
 
-def _is(cmd, commands) -> object:
-    """Return a 1-bit value: ``cmd.command`` is one of ``commands``."""
+def _is(cmd, commands, opcode) -> object:
+    """Return a 1-bit value: ``cmd.command`` is one of ``commands`` (``opcode``: the port's
+    enum)."""
     result = 0
     for c in sorted(commands):
-        result = (cmd.command == Opcode[c.name]) | result
+        result = (cmd.command == opcode[c.name]) | result
     return result
 
 
@@ -55,6 +46,11 @@ class Decoder(wiring.Component):
     ----------
     params : ChannelParams
         Organisation.
+    isa : HwIsa, optional
+        The ISA of the device extension set (default ``hw_isa("aim")``): which commands are
+        implemented, rejected and checked how. An extension's all-bank command (WR16) needs no
+        check of its own: it is one of ``isa.ALL_ROWS`` and takes its column range from
+        ``RULES``.
 
     Members
     -------
@@ -70,12 +66,13 @@ class Decoder(wiring.Component):
         The register mode (reset: normal mode, 0).
     """
 
-    def __init__(self, params: ChannelParams) -> None:
+    def __init__(self, params: ChannelParams, isa: HwIsa | None = None) -> None:
         if not isinstance(params, ChannelParams):
             raise TypeError(f"params must be a ChannelParams, not {params!r}")
         self._params = params
+        self._isa = hw_isa() if isa is None else isa
         super().__init__({
-            "cmd": In(command_layout(params)),
+            "cmd": In(self._isa.command_layout(params)),
             "open": In(params.banks), "luts": In(params.banks),
             "rows": In(data.ArrayLayout(params.open_row_bits, params.banks)),
             "error": Out(ProtocolCode), "execute": Out(1), "reg_mode": Out(1),
@@ -86,10 +83,22 @@ class Decoder(wiring.Component):
         """Organisation the decoder is built for."""
         return self._params
 
+    @property
+    def isa(self) -> HwIsa:
+        """The ISA the decoder is built for."""
+        return self._isa
+
     def elaborate(self, platform):
         m = Module()
         p = self._params
+        isa = self._isa
+        Opcode = isa.Opcode  # noqa: N806 - the port's enum, named as in hw.isa
         cmd = self.cmd
+
+        def is_(commands) -> object:
+            """``cmd.command`` is one of ``commands``."""
+            return _is(cmd, commands, Opcode)
+
         banks = range(p.banks)
         bank = cmd.bank[:max(1, (p.banks - 1).bit_length())]
         # A row is (lut, row): rows[b] is bank b's normal row or LUT row index.
@@ -129,21 +138,21 @@ class Decoder(wiring.Component):
                   Columns.BOTH: min(p.columns, p.gb_columns)}
         bad_col = 0
         for kind, limit in limits.items():
-            takes = {c for c in IMPLEMENTED if RULES[c].columns is kind}
-            bad_col = bad_col | (_is(cmd, takes) & (cmd.col >= limit))
+            takes = {c for c in isa.IMPLEMENTED if RULES[c].columns is kind}
+            bad_col = bad_col | (is_(takes) & (cmd.col >= limit))
         bad_row = Mux(cmd.lut, cmd.row >= p.lut_rows, cmd.row >= p.rows)
         bad_range = Signal()
         m.d.comb += bad_range.eq(
-            (_is(cmd, BANKED) & (cmd.bank >= p.banks))
-            | (_is(cmd, {Command.ACT, Command.ACT16}) & bad_row)
+            (is_(isa.BANKED) & (cmd.bank >= p.banks))
+            | (is_({Command.ACT, Command.ACT16}) & bad_row)
             | bad_col)
 
         error = Signal(ProtocolCode)
         with m.If(~cmd.valid | (cmd.command == Opcode.TMOD)):
             m.d.comb += error.eq(ProtocolCode.NONE)
-        with m.Elif(_is(cmd, REJECTED)):
+        with m.Elif(is_(isa.REJECTED)):
             m.d.comb += error.eq(ProtocolCode.REJECTED)
-        with m.Elif(_is(cmd, REG_MODE) != self.reg_mode):
+        with m.Elif(is_(REG_MODE) != self.reg_mode):
             m.d.comb += error.eq(ProtocolCode.MODE)
         with m.Elif(bad_range):
             m.d.comb += error.eq(ProtocolCode.RANGE)
@@ -151,18 +160,18 @@ class Decoder(wiring.Component):
             m.d.comb += error.eq(ProtocolCode.BANK_OPEN)
         with m.Elif((cmd.command == Opcode.ACT16) & conflict):
             m.d.comb += error.eq(ProtocolCode.ROW_CONFLICT)
-        with m.Elif(_is(cmd, BANK_ROW) & ~bank_open):
+        with m.Elif(is_(isa.BANK_ROW) & ~bank_open):
             m.d.comb += error.eq(ProtocolCode.BANK_CLOSED)
-        with m.Elif(_is(cmd, BANK_ROW) & ~bank_named):
+        with m.Elif(is_(isa.BANK_ROW) & ~bank_named):
             m.d.comb += error.eq(ProtocolCode.WRONG_ROW)
-        with m.Elif(_is(cmd, ALL_ROWS) & ~all_same):
+        with m.Elif(is_(isa.ALL_ROWS) & ~all_same):
             m.d.comb += error.eq(ProtocolCode.NOT_ALL_OPEN)
-        with m.Elif(_is(cmd, ALL_ROWS) & ~same_row):
+        with m.Elif(is_(isa.ALL_ROWS) & ~same_row):
             m.d.comb += error.eq(ProtocolCode.WRONG_ROW)
         with m.Elif((cmd.command == Opcode.MAC) & cmd.broadcast
                     & (~partner_open | ~partner_named)):
             m.d.comb += error.eq(ProtocolCode.PARTNER)
-        with m.Elif(_is(cmd, LUT) & ~self.luts[0]):
+        with m.Elif(is_(LUT) & ~self.luts[0]):
             m.d.comb += error.eq(ProtocolCode.LUT_ROW)
         m.d.comb += [self.error.eq(error),
                      self.execute.eq(cmd.valid & (error == ProtocolCode.NONE))]

@@ -1,9 +1,11 @@
 """Generate the channel's Verilog: the Amaranth design plus the DRAM mat macro it instantiates.
 
-``emit_verilog(out_dir, rows=N, timing=PROFILE)`` writes three files into ``out_dir``; the
-timing checker inside is generated from that timing profile (default ``aimsim-0f28a07``), so
-profiles whose rules differ give different channel files (the default's text is what it was
-before profiles existed, so existing Verilator builds stay valid):
+``emit_verilog(out_dir, rows=N, timing=PROFILE, ext=SET)`` writes three files into ``out_dir``;
+the timing checker inside is generated from that timing profile (default ``aimsim-0f28a07``),
+so profiles whose rules differ give different channel files (the default's text is what it was
+before profiles existed, so existing Verilator builds stay valid), and the channel decodes the
+commands of device extension set ``SET`` (default ``aim``, whose text is what it was before
+extensions existed; ``aim+wr16`` adds WR16 and its timing rules):
 
 ``patton_channel.v``
     The channel (decoder, banks, MAC PUs, global buffer, read path, timing checker), converted
@@ -56,7 +58,7 @@ def waivers(name: str = TOP, extra: list[str] | None = None) -> str:
 
 def emit_verilog(out_dir: str | os.PathLike[str], params: ChannelParams | None = None, *,
                  rows: int | None = None, name: str = TOP, mac=None,
-                 timing: Timing = DEFAULT_PROFILE) -> list[Path]:
+                 timing: Timing = DEFAULT_PROFILE, ext: str | None = None) -> list[Path]:
     """Write the channel Verilog, the mat macro and the waivers; return the three paths.
 
     Parameters
@@ -73,6 +75,8 @@ def emit_verilog(out_dir: str | os.PathLike[str], params: ChannelParams | None =
         Provider of the MAC units (default :mod:`patton.hw.mac`).
     timing : str or TimingTable
         Timing profile the channel's checker is generated from (default ``aimsim-0f28a07``).
+    ext : str, optional
+        Device extension set (default: a table's own, ``aim`` for a profile name).
 
     Raises
     ------
@@ -80,6 +84,9 @@ def emit_verilog(out_dir: str | os.PathLike[str], params: ChannelParams | None =
         If ``rows`` is not a positive integer that the command port can address.
     UnknownProfileError
         If ``timing`` names no profile.
+    UnknownExtensionError
+        If ``ext`` names no extension set (a ``ValueError`` too, as is a table given with
+        another set than its own).
     """
     if params is None:
         params = ChannelParams()
@@ -87,7 +94,7 @@ def emit_verilog(out_dir: str | os.PathLike[str], params: ChannelParams | None =
         params = replace(params, rows=rows)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    timing = timing_table(timing)
+    timing = timing_table(timing, ext)
     top = Channel(params, blackbox=True, mac=mac, timing=timing)
     text = verilog.convert(top, name=name, emit_src=False, strip_internal_attrs=True)
     unit = top.mac.MacUnit()

@@ -3,11 +3,13 @@
 The rules are generated from a timing profile's table (``timing.before``, the default profile
 ``aimsim-0f28a07`` unless one is named; :mod:`patton.sim.timing`), never copied by hand, so a
 checker built for ``aimsim-2eb1ee0`` flags exactly what ``verify(..., timing="aimsim-2eb1ee0")``
-lists. Rule ids are slots, below ``hw.isa.RULES`` in every profile (bit ``i`` of ``rules`` is
-slot ``i``; a slot the profile leaves empty is never set). They are applied as the controller
-and :func:`patton.sim.check.verify` apply them: channel rules to every command; bank-group and
-bank rules to single-bank commands, at the command's bank group and bank; only the last issue
-of each preceding command counts.
+lists. Rule ids are slots, below the table's ``slots`` (``hw.isa.RULES`` in every profile; a
+device extension appends slots: ``aim+wr16``'s rule 104), and bit ``i`` of ``rules`` is slot
+``i`` (a slot the profile leaves empty is never set). The commands checked are those the RTL
+implements on the table's extension set (:func:`patton.hw.isa.hw_isa`). They are applied as
+the controller and :func:`patton.sim.check.verify` apply them: channel rules to every command;
+bank-group and bank rules to single-bank commands, at the command's bank group and bank; only
+the last issue of each preceding command counts.
 
 Time is the channel clock. Instead of storing the cycle of the last issue of each preceding
 command and subtracting it from a free-running counter, each (node, preceding command) pair
@@ -20,7 +22,7 @@ from __future__ import annotations
 from amaranth.hdl import Array, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
-from patton.hw.isa import BANK_BITS, BANKED, IMPLEMENTED, RULE_BITS, RULES, Opcode
+from patton.hw.isa import BANK_BITS, HwIsa, hw_isa
 from patton.hw.params import ChannelParams
 from patton.sim.isa import Command, Scope
 from patton.sim.timing import DEFAULT_PROFILE, LEVELS, Timing, TimingTable, timing_table
@@ -31,24 +33,31 @@ __all__ = ["TimingChecker", "checked_rules"]
 def checked_rules(timing: Timing = DEFAULT_PROFILE) -> dict[Scope, dict[Command, tuple]]:
     """Return the checks the RTL makes: ``[level][following] -> ((rule, preceding, gap), ...)``.
 
-    Only implemented commands are checked, only implemented commands start a wait, and gaps
-    of at most one cycle are left out (one command per cycle meets them by construction).
-    Bank-group and bank rules are kept only for single-bank commands.
+    Only implemented commands (of the table's extension set) are checked, only implemented
+    commands start a wait, and gaps of at most one cycle are left out (one command per cycle
+    meets them by construction). Bank-group and bank rules are kept only for single-bank
+    commands.
     """
     timing = timing_table(timing)
+    isa = _isa(timing)
     out: dict[Scope, dict[Command, tuple]] = {}
     for level in LEVELS:
         table: dict[Command, tuple] = {}
-        for following in sorted(IMPLEMENTED):
-            if level != Scope.CHANNEL and following not in BANKED:
+        for following in sorted(isa.IMPLEMENTED):
+            if level != Scope.CHANNEL and following not in isa.BANKED:
                 continue
             checks = tuple((rule, prev, gap) for rule, prev, gap in timing.before[level][following]
-                           if prev in IMPLEMENTED and gap > 1
-                           and (level == Scope.CHANNEL or prev in BANKED))
+                           if prev in isa.IMPLEMENTED and gap > 1
+                           and (level == Scope.CHANNEL or prev in isa.BANKED))
             if checks:
                 table[following] = checks
         out[level] = table
     return out
+
+
+def _isa(timing: TimingTable) -> HwIsa:
+    """The RTL's ISA on ``timing``'s extension set, its rule mask as wide as the table's."""
+    return hw_isa(timing.ext, timing.slots)
 
 
 class TimingChecker(wiring.Component):
@@ -82,10 +91,11 @@ class TimingChecker(wiring.Component):
         if not isinstance(timing, (str, TimingTable)):
             raise TypeError(f"timing must be a TimingTable, not {timing!r}")
         timing = timing_table(timing)
-        wide = [r.id for r in timing.rules if r.id >= RULES]
+        self._isa = isa = _isa(timing)
+        wide = [r.id for r in timing.rules if r.id >= isa.RULES]
         if wide:
             raise ValueError(f"timing {timing.name!r}: rule ids {wide} do not fit the "
-                             f"{RULES}-bit rule mask (hw.isa.RULES)")
+                             f"{isa.RULES}-bit rule mask (hw.isa.RULES)")
         self._params = params
         self._timing = timing
         self._checks = checked_rules(timing)
@@ -100,8 +110,8 @@ class TimingChecker(wiring.Component):
             for prev in sorted({prev for checks in table.values() for _, prev, _ in checks})
             for n in range(nodes[level])}
         super().__init__({
-            "valid": In(1), "command": In(Opcode), "bank": In(BANK_BITS),
-            "violated": Out(1), "rule": Out(RULE_BITS), "rules": Out(RULES),
+            "valid": In(1), "command": In(isa.Opcode), "bank": In(BANK_BITS),
+            "violated": Out(1), "rule": Out(isa.RULE_BITS), "rules": Out(isa.RULES),
         })
 
     @property
@@ -113,6 +123,11 @@ class TimingChecker(wiring.Component):
     def timing(self) -> TimingTable:
         """Table the checks come from."""
         return self._timing
+
+    @property
+    def isa(self) -> HwIsa:
+        """The ISA of the table's extension set (its port enum and rule-mask width)."""
+        return self._isa
 
     @property
     def checks(self) -> dict[Scope, dict[Command, tuple]]:
@@ -134,6 +149,7 @@ class TimingChecker(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         p = self._params
+        isa = self._isa
         saturate = self._saturate
         nodes = {Scope.CHANNEL: 1, Scope.BANKGROUP: p.bankgroups, Scope.BANK: p.banks}
         # Every quantity used more than once is a signal: Amaranth lowers an expression once
@@ -142,11 +158,11 @@ class TimingChecker(wiring.Component):
         group = Signal(range(p.bankgroups), name="bank_group")
         m.d.comb += [in_range.eq(self.bank < p.banks), group.eq(self.bank // p.banks_per_group)]
         index = {Scope.CHANNEL: 0, Scope.BANKGROUP: group, Scope.BANK: self.bank}
-        issued = {c: Signal(name=f"issued_{c.name}") for c in IMPLEMENTED}
+        issued = {c: Signal(name=f"issued_{c.name}") for c in isa.IMPLEMENTED}
         for c, sig in issued.items():
-            m.d.comb += sig.eq(self.valid & (self.command == Opcode[c.name]))
+            m.d.comb += sig.eq(self.valid & (self.command == isa.Opcode[c.name]))
         # A single-bank command (in range) issued: what bank-group and bank rules look at.
-        banked = {c: Signal(name=f"banked_{c.name}") for c in IMPLEMENTED}
+        banked = {c: Signal(name=f"banked_{c.name}") for c in isa.IMPLEMENTED}
         for c, sig in banked.items():
             m.d.comb += sig.eq(issued[c] & in_range)
         at = {level: [Signal(name=f"at_{level.name.lower()}{n}") for n in range(nodes[level])]
@@ -186,7 +202,7 @@ class TimingChecker(wiring.Component):
                 soon[level, prev, gap] = flag
             return soon[level, prev, gap]
 
-        broken = [Signal(name=f"rule{i}") for i in range(RULES)]
+        broken = [Signal(name=f"rule{i}") for i in range(isa.RULES)]
         terms: dict[int, list] = {}
         for level, table in self._checks.items():
             for following, checks in table.items():
@@ -201,7 +217,7 @@ class TimingChecker(wiring.Component):
         for i, sig in enumerate(broken):
             m.d.comb += self.rules[i].eq(sig)
         m.d.comb += self.violated.eq(self.rules.any())
-        for i in reversed(range(RULES)):
+        for i in reversed(range(isa.RULES)):
             if i in terms:
                 with m.If(broken[i]):
                     m.d.comb += self.rule.eq(i)

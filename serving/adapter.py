@@ -39,8 +39,10 @@ from patton.serving.block_pool import BlockPool
 from patton.serving.capacity import Capacity, capacity, layer_config
 from patton.serving.events import BlockEvent, EventKind
 from patton.sim.device import DEVICE, Device
+from patton.sim.extensions import DEFAULT_EXT
+from patton.sim.extensions import device_ext as extension_set
 
-__all__ = ["AdapterError", "Attached", "Usage", "attach", "mirror_errors"]
+__all__ = ["AdapterError", "Attached", "Usage", "attach", "executor_ext", "mirror_errors"]
 
 
 class AdapterError(RuntimeError):
@@ -226,19 +228,33 @@ def _room(rt: KvRuntime, request: int) -> int:
     return rt.free_blocks_for(request)
 
 
+def executor_ext(executor: object) -> str:
+    """The device extension set of ``executor``: its timing table's (``CycleExecutor``,
+    ``RtlExecutor``), or ``"aim"`` for an executor without one (``FunctionalExecutor``,
+    ``None``)."""
+    timing = getattr(executor, "timing", None)
+    return getattr(timing, "ext", DEFAULT_EXT)
+
+
 def attach(variant: str, model: ModelSpec, *, num_blocks: int | None = None,
            block_size: int | None = None, device: Device = DEVICE,
-           fill: bool = True, token_op: str | None = None) -> Attached:
+           fill: bool = True, token_op: str | None = None,
+           device_ext: str = DEFAULT_EXT) -> Attached:
     """Return a fresh runtime of ``variant`` sized by :func:`capacity`, ready to attach.
 
     Pass ``attached.observe`` as the engine's observer and ``attached.placement`` as its
     placement; the engine needs ``attached.capacity.num_blocks`` blocks. ``token_op``
     overrides how a PATTON variant without the Commit Zone writes a single Value token
     (:class:`~patton.runtime.patton.variants.Variant`; None: the variant's own).
+    ``device_ext`` is the device's extension set: a PATTON variant's programs use what it
+    offers (:class:`~patton.runtime.patton.lifecycle.Runtime`); the baselines' programs are
+    the same on every set (they run on any of them).
 
     Raises:
         ValueError: ``token_op`` for a runtime that has no such choice.
+        UnknownExtensionError: ``device_ext`` is not an extension set (a ``ValueError``).
     """
+    extension_set(device_ext)
     if token_op is not None and (variant not in PATTON_VARIANTS
                                  or PATTON_VARIANTS[variant].commit_zone):
         raise ValueError(f"token_op applies to a PATTON variant without the Commit Zone, not "
@@ -257,7 +273,7 @@ def attach(variant: str, model: ModelSpec, *, num_blocks: int | None = None,
     chosen = patton_variant(variant)
     if token_op is not None:
         chosen = dataclasses.replace(chosen, token_op=token_op)
-    return Attached(cap, chosen.runtime(cfg), fill)
+    return Attached(cap, chosen.runtime(cfg, device_ext), fill)
 
 
 def mirror_errors(pool: BlockPool, attached: Attached) -> list[str]:

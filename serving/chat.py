@@ -27,7 +27,7 @@ from typing import Any
 from patton.runtime.models import ModelSpec
 from patton.runtime.patton.config import Config
 from patton.runtime.patton.lifecycle import Runtime
-from patton.serving.adapter import Attached
+from patton.serving.adapter import Attached, executor_ext
 from patton.serving.capacity import Capacity, config_blocks
 from patton.serving.checks import Checks
 from patton.serving.conversations import Conversation
@@ -41,6 +41,7 @@ from patton.serving.kv_data import TokenKV
 from patton.serving.work import StepWork
 from patton.sim.device import DEVICE
 from patton.sim.executor import Executor, Result, Simulator
+from patton.sim.extensions import DEFAULT_EXT, ext_field
 
 __all__ = ["CH_PER_HEAD", "KV_HEADS", "ChatSetup", "DEMO_CONVERSATIONS", "PHASES",
            "ChatStep", "ChatReport", "Chat"]
@@ -225,6 +226,7 @@ class ChatReport:
     rtl_seconds: float = 0.0  # of which waiting for the RTL
     rtl_cycles: int = 0  # RTL cycles of the programs (per program the longest channel's)
     channel_cycles: int = 0  # RTL cycles simulated, summed over the channels
+    device_ext: str = DEFAULT_EXT  # the device's extension set (the executor's timing table)
 
     def total(self, name: str) -> int:
         """Sum of a :class:`ChatStep` counter over the steps."""
@@ -240,15 +242,16 @@ class ChatReport:
 
         ``kv_heads`` and ``channels`` are there when the chat is on more than one ChPerHead
         group: a one-group chat's figures (one KV head, 4 channels) keep the keys they had
-        before the device grew, so their records stay comparable. The counts cover every
-        head and channel (``placement_checked`` counts the elements of every head,
-        ``channel_cycles`` the cycles of every channel's simulator).
+        before the device grew, so their records stay comparable; likewise ``device_ext``
+        only on a device with extensions (:func:`~patton.sim.extensions.ext_field`). The
+        counts cover every head and channel (``placement_checked`` counts the elements of
+        every head, ``channel_cycles`` the cycles of every channel's simulator).
         """
         cycles = {p: sum(s.cycles[p] for s in self.steps) for p in PHASES}
         names = ("prefill_tokens", "decode_tokens", "hit_tokens", "kv_writes", "commits",
                  "evictions", "preempted", "finished_partial", "checks", "placement_checked",
                  "placement_mismatches", "mismatches", "violations")
-        out: dict[str, Any] = {"device": self.device}
+        out: dict[str, Any] = {"device": self.device, **ext_field(self.device_ext)}
         if self.channels != CH_PER_HEAD:
             out.update({"kv_heads": self.kv_heads, "channels": self.channels})
         out.update({"steps": len(self.steps), "conversations": self.conversations,
@@ -279,7 +282,9 @@ class Chat:
 
     Args:
         conversations: the conversations, in file order.
-        executor: the device (it must address :meth:`ChatSetup.config`'s device).
+        executor: the device (it must address :meth:`ChatSetup.config`'s device); the
+            runtime's programs use its extension set (its timing table's,
+            :func:`~patton.serving.adapter.executor_ext`).
         setup: geometry and engine.
         faults: one fault to inject (checks of the checks), or None.
         max_steps: stop after this many steps even if requests are left.
@@ -297,7 +302,7 @@ class Chat:
             raise ValueError(f"the executor's device ({executor.device.channels} channels, "
                              f"{executor.device.rows} rows) is not the chat's "
                              f"({self.config.device.channels}, {self.config.device.rows})")
-        self.runtime = Runtime(self.config)
+        self.runtime = Runtime(self.config, device_ext=executor_ext(executor))
         cap = Capacity("patton", self.config.model.name, setup.num_blocks, setup.block_size,
                        0, config_blocks(self.config), setup.layer_rows, self.config.crs_rows,
                        self.config.o2v_width)
@@ -307,7 +312,8 @@ class Chat:
         self.faults = faults
         self.simulator = isinstance(executor, Simulator)
         self.report = ChatReport("rtl" if self.simulator else "model", len(self.conversations),
-                                 kv_heads=setup.kv_heads, channels=setup.channels)
+                                 kv_heads=setup.kv_heads, channels=setup.channels,
+                                 device_ext=self.runtime.device_ext)
         self.on_step: Callable[[ChatStep], None] | None = None
         self._record = ChatStep(-1)
         self._evictions = 0

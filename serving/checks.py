@@ -39,6 +39,7 @@ from patton.serving.work import StepWork
 from patton.sim import datapath as dp
 from patton.sim.check import verify_program
 from patton.sim.executor import Executor, Peek, Result
+from patton.sim.timing import DEFAULT_PROFILE
 
 #: Stated float64 tolerance, relative to ``sum |a_i b_i|`` of each dot product: one bf16
 #: read-out rounding per segment (at most 2**-8 of the partial, reached when one term dominates
@@ -207,6 +208,10 @@ class Checks:
         self.config = attached.runtime.config
         self.data = data
         self.executor = executor
+        # the rules a schedule is verified against: the executor's table (its profile and
+        # device extension set), else the default profile on AiM
+        timing = getattr(executor, "timing", None)
+        self._timing = DEFAULT_PROFILE if timing is None else timing
         self.placements = placements
         self.mirror = mirror
         self.patton = isinstance(attached.runtime, Runtime)
@@ -284,7 +289,7 @@ class Checks:
         if result.schedule is None or result.start is None:
             return
         for ch, violations in verify_program(result.start, result.schedule,
-                                             self.config.device).items():
+                                             self.config.device, self._timing).items():
             found.violations += len(violations)
             for v in violations[:3]:
                 found.failures.append(f"{where}: channel {ch}: {v}")

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 from patton.runtime.patton.config import Config
 from patton.runtime.patton.variants import VARIANTS, Variant
-from patton.serving.adapter import Attached
+from patton.serving.adapter import Attached, executor_ext
 from patton.serving.capacity import Capacity, config_blocks
 from patton.serving.checks import Checks
 from patton.serving.conversations import Conversation
@@ -40,6 +40,7 @@ from patton.serving.meter import Phases
 from patton.serving.record import Run
 from patton.serving.work import StepWork
 from patton.sim.executor import CycleExecutor, Executor
+from patton.sim.timing import timing_table
 
 __all__ = ["Scenario", "Counts", "Served", "conversations", "run"]
 
@@ -145,22 +146,33 @@ class Served:
 
 def run(config: Config, scenario: Scenario = Scenario(), variant: Variant = VARIANTS["patton"],
         *, executor: Executor | None = None, device: bool = True, check: bool = True,
-        batching: Batching = PARTS, observers: Sequence[object] = ()) -> Served:
+        batching: Batching = PARTS, observers: Sequence[object] = (),
+        device_ext: str | None = None) -> Served:
     """Serve ``scenario`` on ``variant`` laid out on ``config``; check every step.
 
     ``executor`` defaults to a fresh :class:`~patton.sim.executor.CycleExecutor` of
-    ``config``'s device; with ``device`` False the programs are built and not run (the
-    metadata and the mirror are still checked); with ``check`` False nothing is checked (a
-    run for its device figures only). ``batching`` is the forward pass's
-    (:mod:`patton.serving.forward`); ``observers`` watch the driver too.
+    ``config``'s device on extension set ``device_ext``; with ``device`` False the programs
+    are built and not run (the metadata and the mirror are still checked); with ``check``
+    False nothing is checked (a run for its device figures only). ``batching`` is the forward
+    pass's (:mod:`patton.serving.forward`); ``observers`` watch the driver too.
+    ``device_ext`` (default: the executor's, :func:`~patton.serving.adapter.executor_ext`,
+    else ``"aim"``) is the extension set the runtime's programs are made for.
+
+    Raises:
+        ValueError: ``device_ext`` is not the given executor's.
     """
-    runtime = variant.runtime(config)
+    ext = executor_ext(executor) if device_ext is None else device_ext
+    if executor is not None and ext != executor_ext(executor):
+        raise ValueError(f"device_ext {ext!r}: the executor's device is "
+                         f"{executor_ext(executor)!r}")
+    runtime = variant.runtime(config, ext)
     c = runtime.config
     cap = Capacity(variant.name, c.model.name, scenario.num_blocks, c.block_size, 0,
                    config_blocks(c), c.rows_per_layer, c.crs_rows, c.o2v_width)
     attached = Attached(cap, runtime, fill=False)
     data = TokenKV(c, scenario.seed)
-    ex = executor if executor is not None else CycleExecutor(c.device) if device else None
+    ex = executor if executor is not None else \
+        CycleExecutor(c.device, timing_table(None, ext)) if device else None
     checks = Checks(attached, data, ex) if check else None
     phases, counts = Phases(), Counts()
     driver = Driver(EmbeddedEngine, scenario.params(c.block_size), scenario.workload(),

@@ -110,6 +110,7 @@ class Checker:
         self.device = device
         self.timing = timing_table(timing)
         self._names = {r.id: r.expression for r in self.timing.rules}
+        self._commands = frozenset(self.timing.commands)
         self.state = State(device)
         self.gaps: list[Gap] = []
         self.forget()
@@ -172,6 +173,8 @@ class Checker:
         timing rules.
         """
         c = cmd.command
+        if c not in self._commands:  # a command of a device extension this device lacks
+            return f"{c.name} is not a command of device {self.timing.ext!r}"
         bank = cmd.bank if cmd.bank >= 0 else None
         row = cmd.row if cmd.row >= 0 else None
         col = cmd.col if cmd.col >= 0 else (0 if c in UNADDRESSED else None)

@@ -39,17 +39,19 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import cache
 from operator import itemgetter
 
 import numpy as np
 from patton.sim import native
 from patton.sim.controller import NEVER, ChannelController, Issue, Kind, Request
 from patton.sim.device import AF_ROW_BASE, DEVICE, Device
+from patton.sim.extensions import device_ext
 from patton.sim.isa import CFR_RESET, Cfr, Command, Instruction, Opcode
-from patton.sim.program import OP_ID, Program
+from patton.sim.program import OP_ID, OPCODES, Program
 from patton.sim.protocol import column_limits
 from patton.sim.schedule import TimedCommand
-from patton.sim.timing import DEFAULT_PROFILE, Timing, timing_table
+from patton.sim.timing import DEFAULT_PROFILE, Timing, TimingTable, timing_table
 
 __all__ = ["CycleModel", "DeviceState", "RunResult", "run", "FRONTENDS"]
 
@@ -193,7 +195,8 @@ class CycleModel:
         columnar = program if isinstance(program, Program) else None
         listed = None if columnar is not None else list(program)
         _check_closed(np.asarray(columnar.op) if columnar is not None else
-                      np.array([OP_ID[ins.opcode] for ins in listed], dtype=np.int64))
+                      np.array([OP_ID[ins.opcode] for ins in listed], dtype=np.int64),
+                      self.timing)
         state = DeviceState.reset(self.device) if state is None else state
         if len(state.open_rows) != self.device.channels or \
                 len(state.reg_mode) != self.device.channels:
@@ -215,7 +218,7 @@ class CycleModel:
         trace of the same program) lets the run stop where it meets them and take the rest
         from the traced run (:class:`patton.sim.native.Trace`: the result is the same).
         """
-        _check_closed(np.asarray(program.op))
+        _check_closed(np.asarray(program.op), self.timing)
         return _native(self, program, None, state, decoded, trace=trace, follow=follow)
 
     def cost_decoded(self, program: Program, decoded: native.Decoded, state: DeviceState
@@ -224,7 +227,7 @@ class CycleModel:
         (:meth:`patton.sim.cost_cache.CostCache.cost`): cycles, per-channel command counts
         ``(channels, commands)`` in command id order, per-channel active, precharged and idle
         cycles ``(channels, 3)``, and the end state. No schedule is kept."""
-        _check_closed(np.asarray(program.op))
+        _check_closed(np.asarray(program.op), self.timing)
         dev = self.device
         if not self.native:  # the Python model's result, as arrays
             r = self.run(program, state)
@@ -254,13 +257,23 @@ def run(program: Iterable[Instruction], **options) -> RunResult:
     return CycleModel(**options).run(program)
 
 
-def _check_closed(ops: np.ndarray) -> None:
-    """Refuse a program (its op ids) that does not end with its one EOC."""
+def _check_closed(ops: np.ndarray, timing: TimingTable) -> None:
+    """Refuse a program (its op ids) that does not end with its one EOC, or that uses an
+    instruction of a device extension ``timing``'s device lacks."""
     eoc = ops == OP_ID[Opcode.EOC]
     if not len(ops) or not eoc[-1]:
         raise ValueError("a program must end with AiM EOC")
     if eoc[:-1].any():
         raise ValueError("AiM EOC may appear only at the end of a program")
+    for op in _lacking(timing.ext):
+        if (ops == OP_ID[op]).any():
+            timing.device.refuse(op)
+
+
+@cache
+def _lacking(ext: str) -> tuple[Opcode, ...]:
+    """The instructions extension set ``ext`` lacks."""
+    return tuple(op for op in OPCODES if op not in device_ext(ext).opcodes)
 
 
 def _starts(state: DeviceState) -> list[tuple[tuple[int, ...], bool]]:

@@ -55,8 +55,9 @@ CONSTANTS = EnergyConstants()
 
 #: Column commands the controller's transaction engine handles (the script's ``ISR_COUNT``).
 _COLUMN = (C.RD, C.WR, C.RDA, C.WRA, C.MAC, C.MAC16, C.AF16, C.EWMUL16, C.RDCP, C.WRCP,
-           C.WRGB, C.RDMAC16, C.RDAF16, C.WRMAC16, C.WRA16)
-_EXTERNAL = (C.RD, C.WR, C.RDA, C.WRA, C.WRGB, C.RDMAC16, C.RDAF16, C.WRMAC16, C.WRA16)
+           C.WRGB, C.RDMAC16, C.RDAF16, C.WRMAC16, C.WRA16, C.WR16)
+_EXTERNAL = (C.RD, C.WR, C.RDA, C.WRA, C.WRGB, C.RDMAC16, C.RDAF16, C.WRMAC16, C.WRA16,
+             C.WR16)
 #: The components of :class:`Energy`, in the order they are summed (``docs/energy.md``).
 COMPONENTS = ("act", "read", "write", "pim", "dq", "controller", "global_buffer", "standby")
 #: The id of every command by name, the keys of a run's per-channel counts.
@@ -135,7 +136,7 @@ def _energy(n: np.ndarray, active: int, precharged: int, channels: int, cycles: 
             "read": k.p_rd * k.t_bl * (n[C.RDCP] + n[C.RD] + n[C.RDA] + 16 * n[C.AF16]
                                        + n[C.RDMAC16] + n[C.RDAF16]),
             "write": k.p_wr * k.t_bl * (n[C.WRCP] + n[C.WR] + n[C.WRA] + n[C.WRMAC16]
-                                        + 16 * n[C.WRA16]),
+                                        + 16 * n[C.WRA16] + 16 * n[C.WR16]),
             "pim": k.pim_factor * k.p_rd * k.t_ccdl * (n[C.MAC] / 16 + n[C.MAC16]
                                                        + n[C.EWMUL16] / 4),
             "dq": k.dq_pj_per_bit * k.burst_bits * n[list(_EXTERNAL)].sum(axis=0),

@@ -21,13 +21,15 @@ Semantic decisions (written down in ``docs/numerics.md`` §5):
 * ``WRA16`` scatters its 16 words: bank ``b`` receives word ``b`` in every lane the mask enables
   (all lanes without a mask) of column ``col`` of the open row; then all banks close. With a
   one-lane mask it appends one token of a dimension-major Value cache (16 dimensions, one per
-  bank) in a single command.
+  bank) in a single command. ``WR16`` (extension ``wr16``) writes the same and leaves the row
+  open.
 * ``AF16`` needs one LUT row (``AF_ROW_BASE + afm``) open in every bank; bank ``b`` evaluates
   its own accumulator through the LUT in its own copy of the open row. CFR AFM only tells
   :meth:`FunctionalModel.run` (the controller) which row to open. Unwritten LUT rows read as the
   built-in table of :func:`patton.sim.datapath.af_lut`; ordinary writes may replace them.
-* Host writes (``WR``, ``WRA``, ``WRGB``, ``WRA16``, ``WRMAC16``) honour a 16-bit mask: bit ``i``
-  enables lane ``i`` (for ``WRMAC16``: bank ``i``). Reads of unwritten memory return zeros.
+* Host writes (``WR``, ``WRA``, ``WRGB``, ``WRA16``, ``WR16``, ``WRMAC16``) honour a 16-bit
+  mask: bit ``i`` enables lane ``i`` (for ``WRMAC16``: bank ``i``). Reads of unwritten memory
+  return zeros.
 * ``RDMAC16`` reads the accumulators without clearing them (``WRMAC16`` re-initialises them).
 * Legality comes from the one protocol definition, :data:`patton.sim.protocol.RULES`, which
   :func:`patton.sim.check.verify` applies to schedules too (``docs/protocol.md``): ``execute``
@@ -168,7 +170,7 @@ class FunctionalModel:
             Command.RDCP: self._rdcp, Command.WRCP: self._wrcp,
             Command.WRGB: self._wrgb, Command.WRMAC16: self._wrmac16,
             Command.RDMAC16: self._rdmac16, Command.RDAF16: self._rdaf16,
-            Command.WRA16: self._wra16,
+            Command.WRA16: self._scatter16, Command.WR16: self._scatter16,
             Command.REFab: self._nop, Command.REFpb: self._nop,
             Command.TMOD: self._nop, Command.SYNC: self._nop, Command.EOC: self._nop,
         }
@@ -498,7 +500,7 @@ class FunctionalModel:
     def _rdaf16(self, st: ChannelState, cmd: Command, a: _Args) -> np.ndarray:
         return st.af.copy()
 
-    def _wra16(self, st: ChannelState, cmd: Command, a: _Args) -> None:
+    def _scatter16(self, st: ChannelState, cmd: Command, a: _Args) -> None:
         self._per_bank(cmd)
         self._store(st, a.row, (slice(None), a.col, a.lanes), a.words[:, None])
 
@@ -587,7 +589,7 @@ class FunctionalModel:
             self._check_bank(inst.bank)
         if final in BANK_ROW_COMMANDS or final in ALL_ROWS_COMMANDS - {Command.AF16}:
             self._check_row(inst.row)
-        if final in (Command.WRA16, Command.WRMAC16):
+        if final in (Command.WRA16, Command.WR16, Command.WRMAC16):
             self._per_bank(final)
         payload = None
         if final in PAYLOAD:

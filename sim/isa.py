@@ -72,6 +72,9 @@ class Command(enum.IntEnum):
     TMOD = 23
     SYNC = 24
     EOC = 25
+    #: Extension ``wr16`` (:mod:`patton.sim.extensions`): an all-bank write without
+    #: auto-precharge. Refused by every device without the extension.
+    WR16 = 26
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +102,7 @@ COMMAND_SCOPE: dict[Command, Scope] = {
     Command.RDAF16: Scope.CHANNEL, Command.WRMAC16: Scope.CHANNEL,
     Command.WRA16: Scope.CHANNEL, Command.TMOD: Scope.CHANNEL,
     Command.SYNC: Scope.CHANNEL, Command.EOC: Scope.CHANNEL,
+    Command.WR16: Scope.CHANNEL,
 }
 
 _M = CommandMeta
@@ -118,6 +122,7 @@ COMMAND_META: dict[Command, CommandMeta] = {
     Command.WRA16: _M(False, True, True),
     Command.TMOD: _M(False, False, False), Command.SYNC: _M(False, False, False),
     Command.EOC: _M(False, False, False),
+    Command.WR16: _M(False, False, True),
 }
 del _M
 
@@ -125,7 +130,8 @@ del _M
 BANK_ROW_COMMANDS = frozenset({Command.RD, Command.WR, Command.RDA, Command.WRA, Command.MAC,
                                Command.RDCP, Command.WRCP})
 #: All-bank commands: every bank must be open on their row (else PREA/ACT16 first).
-ALL_ROWS_COMMANDS = frozenset({Command.MAC16, Command.EWMUL16, Command.AF16, Command.WRA16})
+ALL_ROWS_COMMANDS = frozenset({Command.MAC16, Command.EWMUL16, Command.AF16, Command.WRA16,
+                               Command.WR16})
 #: Commands that need the register read/write mode (TMOD toggles it); all others need normal.
 REG_MODE_COMMANDS = frozenset({Command.WRGB, Command.WRMAC16, Command.RDMAC16,
                                Command.RDAF16})
@@ -168,6 +174,8 @@ class Opcode(enum.Enum):
     RD_GPR = "R GPR"
     WR_GPR = "W GPR"
     WR_CFR = "W CFR"
+    #: Extension ``wr16``: WR_ABK that leaves the row open (one WR16; refused without it).
+    WR_ABK_OPEN = "WR_ABK_OPEN"
 
     @property
     def info(self) -> OpcodeInfo:
@@ -222,6 +230,9 @@ OPCODE_INFO: dict[Opcode, OpcodeInfo] = {
     Opcode.WR_ABK: OpcodeInfo((_F.GPR0, _F.CHANNEL_MASK, _F.ROW), Command.WRA16,
                               one_channel=True, columns=True, payload=1, maskable=True,
                               addressed=True),
+    Opcode.WR_ABK_OPEN: OpcodeInfo((_F.GPR0, _F.CHANNEL_MASK, _F.ROW), Command.WR16,
+                                   one_channel=True, columns=True, payload=1, maskable=True,
+                                   addressed=True),
     Opcode.WR_GB: OpcodeInfo((_F.OPSIZE, _F.GPR0, _F.CHANNEL_MASK), Command.WRGB,
                              reg_mode=True, columns=True, payload=0, maskable=True,
                              addressed=True),

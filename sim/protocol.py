@@ -167,6 +167,8 @@ RULES: dict[Command, CommandRule] = {
     Command.EWMUL16: CommandRule(_T.ALL, _N.OPEN, row=_OPT, columns=_C.ROW),
     Command.AF16: CommandRule(_T.ALL, _N.OPEN, row=_OPT, lut=True),
     Command.WRA16: CommandRule(_T.ALL, _N.OPEN, _A.CLOSE, row=_OPT, columns=_C.ROW, payload=True),
+    # Extension wr16: WRA16 without the auto-precharge (the row stays open).
+    Command.WR16: CommandRule(_T.ALL, _N.OPEN, row=_OPT, columns=_C.ROW, payload=True),
     # Register-mode commands: no row state.
     Command.WRGB: CommandRule(_T.NONE, mode=_M.REGISTER, columns=_C.GB, payload=True),
     Command.WRMAC16: CommandRule(_T.NONE, mode=_M.REGISTER, payload=True),

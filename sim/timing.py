@@ -16,11 +16,16 @@ A profile is the public AiM simulator's GDDR6 table at one commit (``data/timing
     the commit the CENT artifact pins (the timing the PATTON paper's figures used): the same
     table with the slots that commit has differently edited (an overlay, applied here).
 
+A table is compiled for one profile on one *device extension set* (:mod:`patton.sim.extensions`;
+default ``aim``, the public simulator's device): an extension's commands get rules derived from
+the profile's, in slots appended after the profile's.
+
 Invariants: a rule's ``id`` is its slot in the base table (the index in ``timing_rules.json``);
 an overlay replaces the rule in a slot or empties it, never adds one, so an id names the same
-slot in every profile and every id is below :data:`SLOTS` (the RTL's rule-mask width). Timing
-parameters, and so the completion latencies and :attr:`TimingTable.quiet`, are shared by all
-profiles. Each profile is compiled once per process (:func:`timing_table`).
+slot in every profile and every profile id is below :data:`SLOTS` (the RTL's rule-mask width
+on ``aim``); an extension appends slots from :data:`SLOTS` on (:attr:`TimingTable.slots`).
+Timing parameters, and so the completion latencies and :attr:`TimingTable.quiet`, are shared by
+all profiles. Each (profile, extension set) is compiled once per process (:func:`timing_table`).
 
 :class:`TimingTable` compiles the rules two ways: by preceding command (what an issue makes
 later commands wait for; the controller uses it) and by following command (which rules a command
@@ -36,10 +41,11 @@ from importlib import resources
 from typing import TypeAlias
 
 from patton.sim.device import params
+from patton.sim.extensions import DEFAULT_EXT, EXTENSION_COMMANDS, DeviceExt, device_ext
 from patton.sim.isa import Command, Scope
 
 __all__ = ["TimingRule", "TimingTable", "TIMING", "LEVELS", "PROFILES", "DEFAULT_PROFILE", "SLOTS",
-           "Timing", "UnknownProfileError", "timing_table"]
+           "Timing", "UnknownProfileError", "timing_table", "ext_rules"]
 
 #: The levels timing rules attach to, in the order a single-bank command visits them.
 LEVELS = (Scope.CHANNEL, Scope.BANKGROUP, Scope.BANK)
@@ -70,15 +76,24 @@ class TimingTable:
         latency: completion latency of each request-ending command (when the controller
             considers the request done: reads return data, writes retire).
         params: the timing parameters (cycles) by name.
+        ext: the device extension set's name (``"aim"``: none).
+        device: that extension set (:class:`~patton.sim.extensions.DeviceExt`).
+        commands: the commands the device has, in value order.
+        slots: the rule-mask width: :data:`SLOTS`, or more when an extension appends rules.
     """
 
-    def __init__(self, rules: list[TimingRule], parameters: dict, name: str = "custom") -> None:
+    def __init__(self, rules: list[TimingRule], parameters: dict, name: str = "custom",
+                 ext: str = DEFAULT_EXT) -> None:
         self.name = name
+        self.device: DeviceExt = device_ext(ext)
+        self.ext = self.device.name
+        self.commands = self.device.commands
         self.rules = tuple(sorted(rules, key=lambda r: r.id))
         ids = [r.id for r in self.rules]
         if len(set(ids)) != len(ids) or any(i < 0 for i in ids):
             raise ValueError(f"timing table {name!r}: rule ids must be distinct and >= 0")
         self._by_id = {r.id: r for r in self.rules}
+        self.slots = max([SLOTS, *(i + 1 for i in ids)])
         # The rules are frozen: their part of :meth:`fingerprint` is made once.
         self._rule_prints = json.dumps([(r.id, r.level.name, sorted(c.name for c in r.preceding),
                                          sorted(c.name for c in r.following), r.cycles)
@@ -113,9 +128,11 @@ class TimingTable:
             Command.RDCP: 1, Command.WRCP: 1, Command.MAC: 1, Command.MAC16: 1,
             Command.AF16: 1, Command.EWMUL16: 1, Command.SYNC: 1, Command.EOC: 1,
         }
+        self.latency.update(self.device.latency(p))
 
     def __repr__(self) -> str:
-        return f"<TimingTable {self.name}: {len(self.rules)} rules>"
+        on = "" if self.ext == DEFAULT_EXT else f" on {self.ext}"
+        return f"<TimingTable {self.name}{on}: {len(self.rules)} rules>"
 
     @property
     def quiet(self) -> int:
@@ -138,21 +155,26 @@ class TimingTable:
 
     def fingerprint(self) -> str:
         """A text that changes whenever any rule, value or parameter changes (build keys)."""
-        # json.dumps([name, rules, params]), with the rules' part made once
+        # json.dumps([name, rules, params(, ext)]), with the rules' part made once; the
+        # extension set only when it is not the default, so default keys never move
+        ext = "" if self.ext == DEFAULT_EXT else f", {json.dumps(self.ext)}"
         return (f"[{json.dumps(self.name)}, {self._rule_prints}, "
-                f"{json.dumps(sorted(self.params.items()))}]")
+                f"{json.dumps(sorted(self.params.items()))}{ext}]")
 
     @classmethod
-    def load(cls, name: str | None = None) -> TimingTable:
-        """Compile profile ``name`` (default :data:`DEFAULT_PROFILE`) from ``data/``.
+    def load(cls, name: str | None = None, ext: str = DEFAULT_EXT) -> TimingTable:
+        """Compile profile ``name`` (default :data:`DEFAULT_PROFILE`) from ``data/``, on
+        extension set ``ext``.
 
         Prefer :func:`timing_table`, which compiles each profile once per process.
 
         Raises:
             UnknownProfileError: ``name`` is not one of :data:`PROFILES`.
+            UnknownExtensionError: ``ext`` is not an extension set.
         """
         name = DEFAULT_PROFILE if name is None else name
-        return cls(list(_rules(name)), _parameters(), name)
+        device = device_ext(ext)
+        return cls(list(ext_rules(_rules(name), device)), _parameters(), name, device.name)
 
 
 Timing: TypeAlias = "str | TimingTable"
@@ -219,6 +241,34 @@ def _rules(name: str) -> tuple[TimingRule, ...]:
     return tuple(rules[i] for i in sorted(rules))
 
 
+def ext_rules(rules: tuple[TimingRule, ...], device: DeviceExt) -> tuple[TimingRule, ...]:
+    """Return ``rules`` with the timing of ``device``'s features derived into them.
+
+    For each feature: its command joins every rule that names the command it is ``like`` on the
+    same side, except rules whose preceding side names ``like`` while the following side lies
+    within ``drop_following``; its added rules take the slots from :data:`SLOTS` on. With no
+    feature the rules are returned as they are.
+    """
+    out = list(rules)
+    slot = SLOTS
+    for feature, recipe in zip(device.features, device.timing()):
+        like = Command[recipe["like"]]
+        (command,) = (c for c, f in EXTENSION_COMMANDS.items() if f == feature)
+        drop = frozenset(Command[c] for c in recipe["drop_following"])
+        for i, rule in enumerate(out):
+            pre, fol = rule.preceding, rule.following
+            if like in pre and not fol <= drop:
+                pre = pre | {command}
+            if like in fol:
+                fol = fol | {command}
+            if (pre, fol) != (rule.preceding, rule.following):
+                out[i] = TimingRule(rule.id, rule.level, pre, fol, rule.expression, rule.cycles)
+        for raw in recipe["add"]:
+            out.append(_rule(slot, raw))
+            slot += 1
+    return tuple(out)
+
+
 @cache
 def _parameters() -> dict:
     return {k: v for k, v in params().items() if isinstance(v, int)}
@@ -231,26 +281,35 @@ DEFAULT_PROFILE: str = _profiles()["default"]
 
 
 @cache
-def _compiled(name: str) -> TimingTable:
-    return TimingTable.load(name)
+def _compiled(name: str, ext: str) -> TimingTable:
+    return TimingTable.load(name, ext)
 
 
-def timing_table(timing: Timing | None = None) -> TimingTable:
-    """Return the compiled table for ``timing``: a profile name, a table (returned as is) or
-    ``None`` (:data:`DEFAULT_PROFILE`). Each profile is compiled once per process.
+def timing_table(timing: Timing | None = None, ext: str | None = None) -> TimingTable:
+    """Return the compiled table for ``timing`` on extension set ``ext``.
+
+    ``timing`` is a profile name, a table (returned as is) or ``None`` (:data:`DEFAULT_PROFILE`);
+    ``ext`` is an extension set name or ``None`` (a table's own; ``aim`` for a name). Each
+    (profile, extension set) is compiled once per process.
 
     Raises:
         UnknownProfileError: an unknown profile name (the message lists :data:`PROFILES`).
+        UnknownExtensionError: an unknown extension set (the message lists them).
+        ValueError: a table together with an extension set other than its own.
         TypeError: neither a name nor a :class:`TimingTable`.
     """
-    if timing is None:
-        return _compiled(DEFAULT_PROFILE)
     if isinstance(timing, TimingTable):
+        if ext is not None and device_ext(ext).name != timing.ext:
+            raise ValueError(f"timing table {timing.name!r} is compiled for device extension "
+                             f"{timing.ext!r}, not {ext!r}")
         return timing
+    ext = device_ext(ext).name
+    if timing is None:
+        return _compiled(DEFAULT_PROFILE, ext)
     if isinstance(timing, str):
         if timing not in PROFILES:
             raise UnknownProfileError(timing)
-        return _compiled(timing)
+        return _compiled(timing, ext)
     raise TypeError(f"timing must be a profile name or a TimingTable, not {timing!r}")
 
 

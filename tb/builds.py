@@ -1,7 +1,8 @@
 """The RTL channel simulators a process replays on: one Verilator build per set of options.
 
 :func:`player` makes a :class:`~patton.tb.player.SchedulePlayer` once per process, row count,
-waveform format and timing profile (the build itself is cached on disk under ``build/``);
+waveform format, timing profile and device extension set (the build itself is cached on disk
+under ``build/``; each set has its own);
 :func:`pending_build` says beforehand whether asking for one builds, and what, so that a command
 can say so; :func:`choose_rows` picks the row count of a schedule that names none, preferring a
 build that already exists. :func:`coverage_player` is the channel built with Verilator line and
@@ -15,7 +16,8 @@ from typing import TYPE_CHECKING, Literal
 
 from patton.hw.params import ChannelParams
 from patton.sim.device import AF_ROW_BASE
-from patton.sim.timing import DEFAULT_PROFILE
+from patton.sim.extensions import DEFAULT_EXT
+from patton.sim.timing import DEFAULT_PROFILE, timing_table
 from patton.tb.prepare import DEFAULT_ROWS, suggest_rows
 from patton.tb.replays import stdout_to_stderr
 
@@ -24,26 +26,35 @@ if TYPE_CHECKING:
 
 __all__ = ["player", "pending_build", "choose_rows", "highest_row", "coverage_player"]
 
-#: This process's players, by (rows, waves, timing profile).
-_PLAYERS: dict[tuple[int, str | None, str], SchedulePlayer] = {}
+#: This process's players, by (rows, waves, timing profile), and the device extension set
+#: after them when it is not ``aim`` (:func:`_key`).
+_PLAYERS: dict[tuple, SchedulePlayer] = {}
+
+
+def _key(rows: int, waves: str | None, timing: str, ext: str) -> tuple:
+    """A player's key in :data:`_PLAYERS`."""
+    return (rows, waves, timing) if ext == DEFAULT_EXT else (rows, waves, timing, ext)
 
 
 def player(rows: int = DEFAULT_ROWS, waves: str | None = None,
-           timing: str = DEFAULT_PROFILE) -> SchedulePlayer:
+           timing: str = DEFAULT_PROFILE, ext: str = DEFAULT_EXT) -> SchedulePlayer:
     """Return this process's schedule player for ``rows`` rows per bank whose timing checker
-    is built for profile ``timing`` (built once per process)."""
-    key = (rows, waves, timing)
+    is built for profile ``timing`` on device extension set ``ext`` (built once per
+    process)."""
+    key = _key(rows, waves, timing, ext)
     if key not in _PLAYERS:
         # lazy: patton.tb.player imports Amaranth's Verilog back end (slow to import)
         from patton.tb.player import SchedulePlayer
 
         with stdout_to_stderr():
-            _PLAYERS[key] = SchedulePlayer(ChannelParams(rows=rows), waves=waves, timing=timing)
+            _PLAYERS[key] = SchedulePlayer(ChannelParams(rows=rows), waves=waves,
+                                           timing=timing_table(timing, ext))
     return _PLAYERS[key]
 
 
 def pending_build(rows: int, waves: str | None = None, timing: str = DEFAULT_PROFILE, *,
-                  coverage: bool = False) -> Literal["verilog", "new"] | None:
+                  coverage: bool = False, ext: str = DEFAULT_EXT
+                  ) -> Literal["verilog", "new"] | None:
     """What asking for this simulator builds (:func:`player`; ``coverage``:
     :func:`coverage_player`).
 
@@ -56,41 +67,46 @@ def pending_build(rows: int, waves: str | None = None, timing: str = DEFAULT_PRO
     from patton.tb.player import SchedulePlayer  # lazy: Amaranth's back end
 
     params = ChannelParams(rows=rows)
+    table = timing_table(timing, ext)
     if coverage:
-        return None if SchedulePlayer.cached(params, timing=timing, coverage=True) else "new"
-    if (rows, waves, timing) in _PLAYERS or SchedulePlayer.cached(params, waves=waves,
-                                                                  timing=timing):
+        return None if SchedulePlayer.cached(params, timing=table, coverage=True) else "new"
+    if _key(rows, waves, timing, ext) in _PLAYERS or SchedulePlayer.cached(
+            params, waves=waves, timing=table):
         return None
     return "verilog" if rows in SchedulePlayer.built_rows(waves=waves) else "new"
 
 
-def coverage_player(timing: str = DEFAULT_PROFILE) -> SchedulePlayer:
+def coverage_player(timing: str = DEFAULT_PROFILE, ext: str = DEFAULT_EXT) -> SchedulePlayer:
     """The :data:`~patton.tb.prepare.DEFAULT_ROWS`-row channel built with Verilator line and
-    toggle coverage for profile ``timing`` (each session writes its counts)."""
+    toggle coverage for profile ``timing`` on extension set ``ext`` (each session writes its
+    counts)."""
     from patton.tb.player import SchedulePlayer  # lazy: Amaranth's back end
 
-    return SchedulePlayer(ChannelParams(rows=DEFAULT_ROWS), timing=timing, coverage=True)
+    return SchedulePlayer(ChannelParams(rows=DEFAULT_ROWS), timing=timing_table(timing, ext),
+                          coverage=True)
 
 
-def choose_rows(row: int, waves: str | None = None, timing: str = DEFAULT_PROFILE) -> int:
+def choose_rows(row: int, waves: str | None = None, timing: str = DEFAULT_PROFILE,
+                ext: str = DEFAULT_EXT) -> int:
     """The ``--rows`` of a schedule whose highest row is ``row`` when none is given.
 
     The smallest power of two that holds the row (at least ``DEFAULT_ROWS``), unless a larger
     simulator is built under ``build/`` (``SchedulePlayer.built_rows``): then the smallest such
-    that is today's build for ``timing`` (``SchedulePlayer.cached``), or, for the default
-    profile, the smallest such at all (it costs no Verilator build when only its Verilog needs
-    regenerating after a source change). A larger build replays the schedule exactly as a
-    smaller one would: the rows it adds are never touched.
+    that is today's build for ``timing`` on ``ext`` (``SchedulePlayer.cached``), or, for the
+    default profile and extension set, the smallest such at all (it costs no Verilator build
+    when only its Verilog needs regenerating after a source change). A larger build replays the
+    schedule exactly as a smaller one would: the rows it adds are never touched.
     """
     from patton.tb.player import SchedulePlayer  # lazy: Amaranth's back end
 
     needed = suggest_rows(row) if row >= 0 else DEFAULT_ROWS
     larger = [r for r in SchedulePlayer.built_rows(waves=waves) if r >= needed]
+    table = timing_table(timing, ext)
     for rows in larger:
-        if (rows, waves, timing) in _PLAYERS or SchedulePlayer.cached(
-                ChannelParams(rows=rows), waves=waves, timing=timing):
+        if _key(rows, waves, timing, ext) in _PLAYERS or SchedulePlayer.cached(
+                ChannelParams(rows=rows), waves=waves, timing=table):
             return rows
-    if larger and timing == DEFAULT_PROFILE:
+    if larger and timing == DEFAULT_PROFILE and ext == DEFAULT_EXT:
         return larger[0]
     return needed
 

@@ -1,4 +1,5 @@
-"""Coverage closure: constrained-random segments on a live channel until every reachable bin is hit.
+"""Coverage closure: constrained-random segments on a live channel until every reachable bin is
+hit.
 
 :func:`close` drives a channel (a live :class:`~patton.tb.session.Session`, or anything with
 its ``run(schedule) -> PlayResult`` and ``mats()``) segment by segment::
@@ -11,7 +12,9 @@ The stimulus aims at the monitor's holes, so each segment is drawn against the c
 The run stops when every reachable bin is hit or after ``budget`` commands, then compares the
 mats. It is a regression as much as a coverage run: every command's checker flags must equal
 the models' (``verify``'s algorithm, one command at a time), every read the functional model's,
-and every command this RTL version does not implement must be flagged ``REJECTED`` alone.
+and every command this RTL version does not implement must be flagged ``REJECTED`` alone. The
+command sets are those of the timing table's device extension set (``timing.ext``: the one the
+channel was built for).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from patton.hw.isa import REJECTED, ProtocolCode
+from patton.hw.isa import ProtocolCode
 from patton.sim.device import DEVICE, Device
 from patton.sim.schedule import TimedCommand
 from patton.sim.timing import DEFAULT_PROFILE, Timing, timing_table
@@ -80,8 +83,8 @@ def close(channel: Channel, *, seed: int = 1, segment: int = 400, least: int = 0
     """Drive ``channel`` until every reachable bin is hit (and at least ``least`` commands
     ran) or ``budget`` commands ran.
 
-    ``segment`` commands per replay; ``timing``: the profile the channel's checker was built
-    for; ``progress`` is called after each segment.
+    ``segment`` commands per replay; ``timing``: the profile (and device extension set) the
+    channel's checker was built for; ``progress`` is called after each segment.
     """
     if segment < 1 or budget < 1 or not 0 <= least <= budget:
         raise ValueError(f"segment ({segment}) and budget ({budget}) must be positive and "
@@ -93,6 +96,7 @@ def close(channel: Channel, *, seed: int = 1, segment: int = 400, least: int = 0
     reference = Reference(device)
     scoreboard = Scoreboard(strict=False)
     scoreboard.rule_names = {r.id: r.expression for r in timing.rules}
+    refused_by_design = monitor.isa.REJECTED
     channel_seconds = 0.0
     cycles = rejected_errors = 0
     while (not monitor.closed() or monitor.commands < least) and monitor.commands < budget:
@@ -103,9 +107,9 @@ def close(channel: Channel, *, seed: int = 1, segment: int = 400, least: int = 0
         cycles += result.cycles
         found = monitor.sample(schedule, result)
         n = monitor.segments
-        rejected_errors += _rejected(schedule, result, scoreboard, n)
-        implemented = [c for c in schedule if c.command not in REJECTED]
-        kept = [v for v in result.violations if v.command not in REJECTED]
+        rejected_errors += _rejected(schedule, result, scoreboard, n, refused_by_design)
+        implemented = [c for c in schedule if c.command not in refused_by_design]
+        kept = [v for v in result.violations if v.command not in refused_by_design]
         scoreboard.check(implemented, replace(result, violations=kept), found, n, 0,
                          intended=True)
         refused = {v.cycle for v in found if v.kind == "protocol"}
@@ -121,13 +125,13 @@ def close(channel: Channel, *, seed: int = 1, segment: int = 400, least: int = 0
 
 
 def _rejected(schedule: list[TimedCommand], result: PlayResult, scoreboard: Scoreboard,
-              segment: int) -> int:
-    """Every command the RTL does not implement must be flagged REJECTED, with no rule;
-    record and count those that are not."""
+              segment: int, refused: frozenset) -> int:
+    """Every command the RTL does not implement (``refused``) must be flagged REJECTED, with no
+    rule; record and count those that are not."""
     errors = 0
     flags = {v.cycle: v for v in result.violations}
     for cmd in schedule:
-        if cmd.command not in REJECTED:
+        if cmd.command not in refused:
             continue
         got = flags.get(cmd.cycle)
         if got is None or got.protocol != ProtocolCode.REJECTED.value or got.rules:

@@ -42,6 +42,16 @@ Groups (under ``rtl.``):
 ``reads.return``
     per cycle with returned data: RD alone, RDMAC16 alone, RDAF16 alone, RD with RDMAC16, RD
     with RDAF16 in one cycle (RD returns on ``rdata``, the register reads on ``rdata_mac``).
+``ext.boundary``, ``ext.violation``
+    only on a device extension set (``aim+wr16``): one bin per ``(rule, P, F)`` pair of an
+    applicable rule in which ``P`` or ``F`` is a command the extension adds (WR16), hit as
+    ``timing.boundary`` and ``timing.violation`` are but by that pair (a rule's bins are hit
+    by any of its pairs, so they cannot show that the added command's were checked).
+
+The command sets (implemented, rejected, the writes) are those of the timing table's device
+extension set (:func:`patton.hw.isa.hw_isa`): on ``aim``, the default, the bins are what they
+always were; under ``aim+wr16`` WR16 is implemented and a write (it writes every bank's column,
+as WRA16 does).
 
 A bin nothing can reach is listed in :attr:`CoverageMonitor.unreachable` with the reason (a
 violation one cycle short of a gap of 1 would be two commands in one cycle).
@@ -53,7 +63,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from cocotb_coverage import coverage as cc
-from patton.hw.isa import IMPLEMENTED, REJECTED, ProtocolCode
+from patton.hw.isa import IMPLEMENTED, HwIsa, ProtocolCode, hw_isa
 from patton.sim.check import Checker, Violation
 from patton.sim.device import AF_ROW_BASE, DEVICE, Device
 from patton.sim.isa import CFR_RESET, COMMAND_SCOPE, Cfr, Command, Scope
@@ -62,7 +72,8 @@ from patton.sim.schedule import TimedCommand
 from patton.sim.timing import DEFAULT_PROFILE, Timing, TimingTable, timing_table
 from patton.tb.monitor import PlayResult
 
-__all__ = ["applicable", "dominated", "bank_state", "STATES", "CoverageMonitor", "Group", "COUNTED"]
+__all__ = ["applicable", "dominated", "bank_state", "STATES", "CoverageMonitor", "Group",
+           "COUNTED", "EXTENSION_GROUPS", "extension_pairs"]
 
 #: Row states a command can meet, by the kind of command (see :func:`bank_state`).
 STATES: dict[str, tuple[str, ...]] = {
@@ -76,13 +87,15 @@ _MODES = ("normal", "register")
 _READS = ("RD", "RDMAC16", "RDAF16", "RD+RDMAC16", "RD+RDAF16")
 #: The bins of ``af.lut``: the LUT row AF16 ran on, and "written" (a LUT row a write changed).
 _AF_BINS = tuple(range(LUT_ROWS)) + ("written",)
-#: Commands that write a mat (what can change a LUT row).
+#: Commands that write a mat (what can change a LUT row) on ``aim``; WR16 too where it exists.
 _WRITES = frozenset({Command.WR, Command.WRCP, Command.WRA16, Command.EWMUL16})
 #: The groups whose bins the figures count (``mac.command``/``mac.broadcast`` are the cross's
 #: points, not counted again).
 COUNTED = ("timing.boundary", "timing.legal", "timing.violation", "command.state",
            "command.rejected", "protocol.error", "mac.cross", "ewmul.bg", "af.lut",
            "reads.return")
+#: The groups counted too on a device extension set (after :data:`COUNTED`).
+EXTENSION_GROUPS = ("ext.boundary", "ext.violation")
 
 
 def _kind(command: Command) -> str:
@@ -123,21 +136,39 @@ def bank_state(state: State, cmd: TimedCommand) -> str:
     return "partial" if values == {CLOSED, cmd.row} else "mixed"
 
 
-def _pairs(rule) -> list[tuple[Command, Command]]:  # noqa: ANN001 - a TimingRule
+def _pairs(rule, implemented: frozenset[Command] = IMPLEMENTED  # noqa: ANN001 - a TimingRule
+           ) -> list[tuple[Command, Command]]:
     """The rule's (preceding, following) pairs of implemented commands checked at its level
     (bank-group and bank rules only bind single-bank commands)."""
     def at_level(c: Command) -> bool:
-        return c in IMPLEMENTED and (rule.level is Scope.CHANNEL
+        return c in implemented and (rule.level is Scope.CHANNEL
                                      or COMMAND_SCOPE[c] is not Scope.CHANNEL)
     return [(p, f) for p in sorted(rule.preceding) if at_level(p)
             for f in sorted(rule.following) if at_level(f)]
 
 
+def _isa(timing: TimingTable) -> HwIsa:
+    """The RTL's ISA on the table's device extension set."""
+    return hw_isa(timing.ext, timing.slots)
+
+
 def applicable(timing: TimingTable) -> dict[int, str]:
-    """Return the rules that apply to the implemented commands, ``{rule id: expression}``:
-    those with a positive gap and a pair of implemented commands checked at their level."""
+    """Return the rules that apply to the implemented commands (of the table's device
+    extension set), ``{rule id: expression}``: those with a positive gap and a pair of
+    implemented commands checked at their level."""
+    implemented = _isa(timing).IMPLEMENTED
     return {rule.id: rule.expression for rule in timing.rules
-            if rule.cycles > 0 and _pairs(rule)}
+            if rule.cycles > 0 and _pairs(rule, implemented)}
+
+
+def extension_pairs(timing: TimingTable) -> list[tuple[int, Command, Command]]:
+    """Return the ``(rule, P, F)`` pairs of the applicable rules in which ``P`` or ``F`` is a
+    command the table's device extension set adds to ``aim`` (none on ``aim``), by rule."""
+    isa = _isa(timing)
+    added = frozenset(isa.commands) - frozenset(hw_isa().commands)
+    rules = applicable(timing)
+    return [(rule.id, p, f) for rule in timing.rules if rule.id in rules
+            for p, f in _pairs(rule, isa.IMPLEMENTED) if p in added or f in added]
 
 
 #: Levels whose nodes hold a node of each level (a channel holds its bank groups and banks).
@@ -151,12 +182,13 @@ def dominated(timing: TimingTable) -> dict[int, list[int]]:
     level (whose last issue of the preceding command is at least as recent) with a larger gap.
     """
     rules = applicable(timing)
+    implemented = _isa(timing).IMPLEMENTED
     out: dict[int, list[int]] = {}
     for rule in timing.rules:
         if rule.id not in rules:
             continue
         by: set[int] = set()
-        for p, f in _pairs(rule):
+        for p, f in _pairs(rule, implemented):
             larger = {o.id for o in timing.rules if o.cycles > rule.cycles and p in o.preceding
                       and f in o.following and o.level in _ENCLOSING[rule.level]}
             if not larger:
@@ -202,6 +234,11 @@ class CoverageMonitor:
             monitor of the same name replaces the old one's items.
 
     Attributes:
+        isa: the RTL's ISA on the table's device extension set (which commands are
+            implemented, rejected).
+        counted: the groups counted (:data:`COUNTED`, then :data:`EXTENSION_GROUPS` on an
+            extension set).
+        pairs: the ``ext.*`` groups' pairs (:func:`extension_pairs`; none on ``aim``).
         rules: the rules the timing groups cover (:func:`applicable`).
         unreachable: ``{(group, bin label): reason}``.
         dominated: the rules no legal command can meet exactly (:func:`dominated`).
@@ -214,20 +251,27 @@ class CoverageMonitor:
         self.timing = timing_table(timing)
         self.name = name
         self.checker = Checker(device, self.timing)
+        self.isa = isa = _isa(self.timing)
+        added = frozenset(isa.commands) - frozenset(hw_isa().commands)
+        # what can change a LUT row: WR16 too, on an extension set that has it
+        self._writes = (_WRITES | {Command.WR16} if Command.WR16 in isa.IMPLEMENTED
+                        else _WRITES)
+        self.pairs = extension_pairs(self.timing)
+        self.counted = COUNTED + (EXTENSION_GROUPS if added else ())
         self.rules = applicable(self.timing)
         self.required = {r.id: r.cycles for r in self.timing.rules}
         for key in [k for k in cc.coverage_db if k == name or k.startswith(name + ".")]:
             del cc.coverage_db[key]
         rule_ids = sorted(self.rules)
         rule_labels = [f"{i} {self.rules[i]} = {self.required[i]}" for i in rule_ids]
-        states = [(c, s, m) for c in sorted(IMPLEMENTED) for s in STATES[_kind(c)]
+        states = [(c, s, m) for c in sorted(isa.IMPLEMENTED) for s in STATES[_kind(c)]
                   for m in _MODES]
         codes = [c for c in ProtocolCode if c is not ProtocolCode.NONE]
         self._boundary = self._point("timing.boundary", rule_ids, rule_labels)
         self._legal = self._point("timing.legal", rule_ids, rule_labels)
         self._violation = self._point("timing.violation", rule_ids, rule_labels)
         self._state = self._point("command.state", states)
-        self._rejected = self._point("command.rejected", sorted(REJECTED))
+        self._rejected = self._point("command.rejected", sorted(isa.REJECTED))
         self._protocol = self._point("protocol.error", codes)
         self._reads = self._point("reads.return", list(_READS))
         self._ewmul = self._point("ewmul.bg", [0, 1], ["EWMUL_BG=0", "EWMUL_BG=1"])
@@ -235,6 +279,13 @@ class CoverageMonitor:
                                [f"LUT row {k}" for k in range(LUT_ROWS)] + ["written LUT row"])
         self.written: set[int] = set()  # LUT rows (k) an executed write changed
         self._mac = self._cross()
+        pair_labels = [_pair_label(pair, self.required) for pair in self.pairs]
+        self._pair_ids = {pair: i for i, pair in enumerate(self.pairs)}
+        if added:
+            self._ext_boundary = self._point("ext.boundary", list(range(len(self.pairs))),
+                                             pair_labels)
+            self._ext_violation = self._point("ext.violation", list(range(len(self.pairs))),
+                                              pair_labels)
         self.unreachable: dict[tuple[str, str], str] = {}
         self.dominated = dominated(self.timing)
         for i, label in zip(rule_ids, rule_labels):
@@ -246,6 +297,11 @@ class CoverageMonitor:
                     f"({by}): meeting it exactly breaks that one")
             if self.required[i] < 2:
                 self.unreachable["timing.violation", label] = (
+                    "one cycle short of a 1-cycle gap is two commands in one cycle; the "
+                    "command bus carries one")
+        for pair, label in zip(self.pairs, pair_labels):
+            if self.required[pair[0]] < 2:
+                self.unreachable["ext.violation", label] = (
                     "one cycle short of a 1-cycle gap is two commands in one cycle; the "
                     "command bus carries one")
         self.commands = 0
@@ -286,7 +342,7 @@ class CoverageMonitor:
             code = ProtocolCode(got.protocol) if got is not None else ProtocolCode.NONE
             if code is not ProtocolCode.NONE:
                 self._protocol(code)
-            if cmd.command in REJECTED:
+            if cmd.command in self.isa.REJECTED:
                 self._rejected(cmd.command)
                 continue  # the RTL's checker does not count it as an issue
             state = bank_state(self.checker.state, cmd)
@@ -294,16 +350,21 @@ class CoverageMonitor:
                 self._state((cmd.command, state, _MODES[self.checker.state.reg_mode]))
             found += self.checker.step(cmd)
             executed = code is ProtocolCode.NONE
-            for rule, _, when, required in self.checker.gaps:
+            for rule, prev, when, required in self.checker.gaps:
                 if rule not in self.rules:
                     continue
                 actual = cmd.cycle - when
+                pair = self._pair_ids.get((rule, prev, cmd.command))
                 if actual == required and rule not in rules and executed:
                     self._boundary(rule)
                     if not rules:
                         self._legal(rule)
+                    if pair is not None:
+                        self._ext_boundary(pair)
                 elif actual == required - 1 and rule in rules:
                     self._violation(rule)
+                    if pair is not None:
+                        self._ext_violation(pair)
             if executed and cmd.command in (Command.MAC, Command.MAC16):
                 self._mac(cmd.command, _broadcast(cmd))
             if executed and cmd.command is Command.EWMUL16:
@@ -313,7 +374,7 @@ class CoverageMonitor:
                 self._af(lut)
                 if lut in self.written:
                     self._af("written")
-            if executed and cmd.command in _WRITES and cmd.row >= AF_ROW_BASE:
+            if executed and cmd.command in self._writes and cmd.row >= AF_ROW_BASE:
                 self.written.add(lut)
         cycles: dict[int, set[Command]] = {}
         for read in result.reads:
@@ -325,9 +386,9 @@ class CoverageMonitor:
     # -- figures -----------------------------------------------------------------------------
 
     def groups(self) -> list[Group]:
-        """The counted groups (:data:`COUNTED`), bins by label with their hits."""
+        """The counted groups (:attr:`counted`), bins by label with their hits."""
         out = []
-        for group in COUNTED:
+        for group in self.counted:
             item = cc.coverage_db[f"{self.name}.{group}"]
             hits = {_label(k): v for k, v in item.detailed_coverage.items()}
             out.append(Group(group, hits, {label: why for (g, label), why
@@ -364,6 +425,12 @@ class CoverageMonitor:
     def export(self, path: str) -> None:
         """Write cocotb-coverage's XML export of its (process-wide) coverage trie to ``path``."""
         cc.coverage_db.export_to_xml(filename=path)
+
+
+def _pair_label(pair: tuple[int, Command, Command], required: dict[int, int]) -> str:
+    """An ``ext.*`` bin's label: ``"<rule> <P> -> <F> = <gap>"``."""
+    rule, p, f = pair
+    return f"{rule} {p.name} -> {f.name} = {required[rule]}"
 
 
 def _cfr(cmd: TimedCommand, cfr: Cfr) -> int:

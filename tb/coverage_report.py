@@ -15,6 +15,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from patton.sim.extensions import ext_field
 from patton.tb import code_coverage
 from patton.tb.closure import Closure
 from patton.tb.coverage import Group
@@ -25,7 +26,8 @@ __all__ = ["figures", "summary", "markdown", "code_figures", "code_summary", "co
 
 def figures(run: Closure) -> dict:
     """The JSON figures: ``rules_total``, ``rules_boundary_hit``, ``rules_violation_hit``,
-    ``bins_total``, ``bins_hit``, ``bins_unreachable`` and the run's counters."""
+    ``bins_total``, ``bins_hit``, ``bins_unreachable`` and the run's counters; last, the
+    device extension set (``device_ext``) when it is not ``aim``."""
     board = run.scoreboard
     out = run.monitor.figures()
     out.update({"closed": run.closed, "agree": run.agree, "seed": run.seed,
@@ -38,7 +40,7 @@ def figures(run: Closure) -> dict:
                 "groups": {g.name: {"bins": len(g.bins), "hit": g.hit,
                                     "unreachable": len(g.unreachable)}
                            for g in run.monitor.groups()},
-                "holes": run.monitor.holes()})
+                "holes": run.monitor.holes(), **ext_field(run.monitor.timing.ext)})
     return out
 
 
@@ -46,7 +48,12 @@ def summary(run: Closure) -> list[str]:
     """The summary lines (what the command prints)."""
     f = figures(run)
     verdict = "agreed with the models" if run.agree else "DISAGREED with the models"
-    return [
+    device = []
+    if "device_ext" in f:
+        g = f["groups"]["ext.boundary"]
+        device = [f"device extension set {f['device_ext']}: {g['bins']} timing pairs of its "
+                  "commands (ext.boundary, ext.violation)"]
+    return device + [
         f"rule coverage: {f['rules_boundary_hit']}/{f['rules_total']} boundary, "
         f"{f['rules_violation_hit']}/{f['rules_total']} violation; "
         f"{f['rules_legal_boundary_hit']}/{f['rules_total'] - f['rules_dominated']} boundary "
@@ -105,6 +112,14 @@ def markdown(run: Closure, title: str = "RTL functional coverage") -> str:
         g = groups[name]
         out += [f"## `{name}`", ""]
         out += _table(["bin", "hits"], [[b, n] for b, n in g.bins.items()])
+    if "ext.boundary" in groups:  # a device extension set: its commands' pairs
+        ext_boundary, ext_violation = groups["ext.boundary"], groups["ext.violation"]
+        out += ["## Pairs of the extension's commands", "",
+                "Each (rule, preceding, following) pair in which a command the device "
+                "extension adds takes part: boundary and violation hits by that pair.", ""]
+        out += _table(["pair", "boundary hits", "violation hits"],
+                      [[f"`{label}`", hits, ext_violation.bins[label]]
+                       for label, hits in ext_boundary.bins.items()])
     unreachable = [(g.name, b, why) for g in groups.values() for b, why in g.unreachable.items()]
     out += ["## Unreachable bins", ""]
     out += (_table(["group", "bin", "why"], [list(u) for u in unreachable]) if unreachable

@@ -48,7 +48,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
-from patton.hw.isa import REJECTED
+from patton.hw.isa import hw_isa
 from patton.hw.params import ChannelParams
 from patton.sim.check import verify_from
 from patton.sim.cycle_model import DeviceState
@@ -190,6 +190,7 @@ class RtlExecutor:
         inside = sum(1 << (31 - c) for c in bundled)
         lines = None if prog.line is None else prog.line.tolist()
         checked: dict[int, tuple[bool, bool, bool]] = {}
+        by_design = hw_isa(self.timing.ext, self.timing.slots).REJECTED
         for i, op_id in enumerate(ops):
             facts = checked.get(op_id)
             if facts is None:
@@ -197,7 +198,7 @@ class RtlExecutor:
                 on_bus = final is not None and final not in (Command.SYNC, Command.EOC)
                 facts = checked[op_id] = (
                     on_bus and OPCODES[op_id].info.payload is not None,  # writes DRAM data
-                    on_bus and final in REJECTED, on_bus)
+                    on_bus and final in by_design, on_bus)
             writes, rejected, on_bus = facts
             if not (writes or rejected or on_bus):
                 continue

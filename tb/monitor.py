@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from patton.hw.isa import read_layout, violation_layout
+from patton.hw.isa import hw_isa
 from patton.hw.params import ChannelParams
 from patton.sim.device import AF_ROW_BASE
 from patton.sim.isa import Command
-from patton.sim.timing import TIMING
+from patton.sim.timing import TIMING, Timing, timing_table
 
 __all__ = ["RtlRead", "RtlViolation", "PlayResult", "Monitor", "parse_mats"]
 
@@ -76,6 +76,9 @@ class Monitor:
 
     Args:
         params: channel organisation (lane count, for the read words).
+        timing: the timing table the channel was built for (default ``aimsim-0f28a07``): its
+            device extension set and slots give the violation word's layout (the rule mask is
+            one bit wider under ``aim+wr16``).
 
     Attributes:
         ready: the ``H`` line was seen (the player opened its files).
@@ -85,10 +88,12 @@ class Monitor:
         cycle: the cycle of the last end line (0 before the first).
     """
 
-    def __init__(self, params: ChannelParams) -> None:
+    def __init__(self, params: ChannelParams, timing: Timing | None = None) -> None:
+        table = timing_table(timing)
+        isa = hw_isa(table.ext, table.slots)
         self.lanes = params.lanes
-        self._read = _offsets(read_layout(params))
-        self._violation = _offsets(violation_layout())
+        self._read = _offsets(isa.read_layout(params))
+        self._violation = _offsets(isa.violation_layout())
         self._partial = b""
         self._current = PlayResult()
         self.ready = False

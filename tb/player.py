@@ -9,8 +9,10 @@ once per command. :meth:`SchedulePlayer.play` is a one-segment :class:`~patton.t
 
 Builds are cached under ``build/`` (``patton.tb.toolchain``): the channel's Verilog is keyed by
 the sources it is generated from, the channel parameters and the timing profile its checker is
-generated from, the Verilator build by the Verilog text (so each profile whose rules differ has
-its own build).
+generated from (with its device extension set, when not ``aim``), the Verilator build by the
+Verilog text (so each profile whose rules differ, and each extension set, has its own build).
+A player packs only the commands of its table's extension set: a command of another set (WR16
+on ``aim``) is refused before anything is replayed.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 from patton.hw.generate import TOP, emit_verilog
-from patton.hw.isa import command_layout
+from patton.hw.isa import hw_isa
 from patton.hw.params import ChannelParams
 from patton.sim.device import AF_ROW_BASE, DEVICE
 from patton.sim.isa import CFR_RESET, Cfr, Command
@@ -90,6 +92,11 @@ _RESET = tuple(CFR_RESET[c] for c in Cfr)
 _ROWS = re.compile(r"Organisation: .*?, (\d+) rows,")
 #: Rows of the probe player :meth:`SchedulePlayer.built_rows` makes (only its options count).
 _PROBE_ROWS = 64
+#: tb/player.v's parameter defaults (``parameter NAME = value``): the ``aim`` channel's port
+#: widths. A channel whose violation port is wider (an extension's rule slots) is built with
+#: ``VIOLATION_BITS`` set (:meth:`SchedulePlayer._parameters`).
+_DEFAULTS = {name: int(value) for name, value in re.findall(
+    r"parameter\s+(\w+)\s*=\s*(\d+)", _PLAYER.read_text())}
 
 
 def _sources() -> list[Path]:
@@ -113,7 +120,9 @@ class SchedulePlayer:
         build: make (or find) the Verilator build; ``False`` gives a player that only packs
             commands (a cocotb test inside the simulator uses it for its driver).
         timing: the timing profile (name or table) the RTL's timing checker is generated
-            from (default ``aimsim-0f28a07``); ``timing`` holds the compiled table.
+            from (default ``aimsim-0f28a07``); ``timing`` holds the compiled table. Its device
+            extension set (``timing.ext``) is the channel's: the commands it decodes and the
+            commands :meth:`pack` takes.
         coverage: build with Verilator line and toggle coverage (its own build folder,
             suffix ``-cov``); each session's simulator writes its counts to
             :attr:`Session.coverage_path <patton.tb.session.Session.coverage_path>` when it
@@ -129,13 +138,19 @@ class SchedulePlayer:
         self.waves = waves
         self.coverage = coverage
         self.timing = timing_table(timing)
-        self._cmd = _offsets(command_layout(self.params))
+        self.isa = hw_isa(self.timing.ext, self.timing.slots)
+        self._commands = frozenset(self.timing.commands)
+        layout = self.isa.command_layout(self.params)
+        self._cmd = _offsets(layout)
         split = {"data": (_HEAD_BITS, _DATA_BITS),
                  "mask": (_HEAD_BITS + _DATA_BITS, _MASK_BITS)}
         if any(self._cmd[name] != where for name, where in split.items()) \
-                or command_layout(self.params).size != _HEAD_BITS + _DATA_BITS + _MASK_BITS:
+                or layout.size != _HEAD_BITS + _DATA_BITS + _MASK_BITS:
             raise ValueError(f"{self.params}: the command layout {self._cmd} does not match "
                              "tb/player.v's HEAD_BITS/DATA_BITS/MASK_BITS")
+        if self.isa.read_layout(self.params).size != _DEFAULTS["READ_BITS"]:
+            raise ValueError(f"{self.params}: the read layout does not match tb/player.v's "
+                             "READ_BITS")
         self.build_seconds = 0.0
         self._runner = None
         self._build = self._compile() if build else Path()
@@ -228,11 +243,20 @@ class SchedulePlayer:
             verilog = [s for s in sources if s.suffix != ".cpp"]
             cpp = [str(s) for s in sources if s.suffix == ".cpp"]  # Verilator compiles them
             runner.build(sources=verilog, hdl_toplevel=_PLAYER_TOP, build_dir=where,
-                         build_args=args + cpp, waves=bool(self.waves), always=False)
+                         build_args=args + cpp, waves=bool(self.waves), always=False,
+                         **self._parameters())
             self._link(where)
             self.build_seconds = time.perf_counter() - started
         self._runner = runner
         return where
+
+    def _parameters(self) -> dict:
+        """The player's Verilog parameters that differ from tb/player.v's defaults, as
+        ``runner.build`` arguments: none on ``aim`` (so the default build is what it was)."""
+        bits = self.isa.violation_layout().size
+        if bits == _DEFAULTS["VIOLATION_BITS"]:
+            return {}
+        return {"parameters": {"VIOLATION_BITS": bits}}
 
     def _link(self, where: Path) -> None:
         """Link :data:`PLAY` in the build folder ``where`` (make's own up-to-date check: a
@@ -279,6 +303,10 @@ class SchedulePlayer:
     # -- packing ---------------------------------------------------------------------------
 
     def _pack(self, cmd: TimedCommand) -> int:
+        if cmd.command not in self._commands:  # an extension's command this device lacks
+            self.timing.device.refuse(cmd.command)
+            raise ValueError(f"{cmd}: {cmd.command.name} is not a command of device "
+                             f"{self.timing.ext!r}")
         # ``broadcast``, ``ewmul_bg``: CFR BROADCAST and EWMUL_BG as the command's instruction
         # was decoded (the schedule carries the CFRs, also in its text form as ``cfr=``; W CFR
         # puts nothing on the bus). An empty ``cfr`` means the reset values (BROADCAST 0,
@@ -304,7 +332,11 @@ class SchedulePlayer:
         return word
 
     def pack(self, cmd: TimedCommand) -> int:
-        """Return the command port word of ``cmd`` (``hw.isa.command_layout``)."""
+        """Return the command port word of ``cmd`` (``hw.isa.command_layout``).
+
+        Raises ``ValueError`` (:class:`~patton.sim.extensions.NotOnDeviceError` for a command
+        of a device extension this player's set lacks, which names the set that has it) when
+        ``cmd`` is not a command of the player's device, or a field does not fit."""
         return self._pack(cmd)
 
     # -- replay ------------------------------------------------------------------------------
@@ -319,7 +351,8 @@ class SchedulePlayer:
         from patton.tb.session import Session, SimulatorError
 
         Driver.check(schedule)
-        to_play, starts, shifts = skip_idle(open_rows_filled(schedule), self.timing.quiet)
+        to_play, starts, shifts = skip_idle(open_rows_filled(schedule, self.isa.IMPLEMENTED),
+                                            self.timing.quiet)
         started = time.perf_counter()
         session = Session(self, name)
         try:
@@ -415,17 +448,18 @@ def restore(result: PlayResult, starts: list[int], shifts: list[int]) -> PlayRes
 _ROW_OPTIONAL = {c: RULES[c].targets for c in Command if RULES[c].row is Operand.OPTIONAL}
 
 
-def open_rows_filled(schedule: Sequence[TimedCommand]) -> Sequence[TimedCommand]:
+def open_rows_filled(schedule: Sequence[TimedCommand],
+                     implemented: frozenset[Command] | None = None) -> Sequence[TimedCommand]:
     """Give every command of one channel's schedule whose row is optional and not given the row
     it means: the open one.
 
     The protocol lets a column command leave its row out (``-``: the bank's open row is used;
     ``sim/protocol.py``, ``docs/protocol.md``) and the schedule reader accepts that, but the
     RTL's command port always carries a row and the channel compares it with the open row. So
-    the player tracks the open rows as the RTL does (the commands it executes,
-    :data:`patton.hw.isa.IMPLEMENTED`, when legal: :class:`~patton.sim.protocol.State`) and
-    sends the target bank's open row (bank 0's for an all-bank command); a closed bank gets row
-    0, which the channel flags as the model does (no open row). Commands that name their row
+    the player tracks the open rows as the RTL does (the commands it executes, ``implemented``,
+    default :data:`patton.hw.isa.IMPLEMENTED`, when legal: :class:`~patton.sim.protocol.State`)
+    and sends the target bank's open row (bank 0's for an all-bank command); a closed bank gets
+    row 0, which the channel flags as the model does (no open row). Commands that name their row
     (every command the cycle model schedules) are sent as they are; a schedule with no
     row-less command is returned unchanged.
     """
@@ -434,6 +468,7 @@ def open_rows_filled(schedule: Sequence[TimedCommand]) -> Sequence[TimedCommand]
     from patton.hw.isa import IMPLEMENTED
     from patton.sim.protocol import CLOSED, UNADDRESSED
 
+    implemented = IMPLEMENTED if implemented is None else implemented
     state = State(DEVICE)
     out: list[TimedCommand] = []
     for cmd in schedule:
@@ -444,7 +479,7 @@ def open_rows_filled(schedule: Sequence[TimedCommand]) -> Sequence[TimedCommand]
             cmd = TimedCommand(cmd.cycle, cmd.channel, c, cmd.bank, max(row, 0), cmd.col,
                                cmd.line, cmd.payload, cmd.mask, cmd.cfr, cmd.source)
         out.append(cmd)
-        if c in IMPLEMENTED:
+        if c in implemented:
             bank = cmd.bank if cmd.bank >= 0 else None
             row = cmd.row if cmd.row >= 0 else None
             col = cmd.col if cmd.col >= 0 else (0 if c in UNADDRESSED else None)

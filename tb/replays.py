@@ -126,14 +126,16 @@ def replay_group(play: SchedulePlayer, group: list[list[TimedCommand]], name: st
     caller redirects it (:func:`replay_all` sends it to stderr). ``scorers``: where the
     scoring (the functional model's replay and ``verify``, pure Python) runs; None: here.
     """
-    from patton.hw.isa import REJECTED, ProtocolCode
+    from patton.hw.isa import ProtocolCode, hw_isa
     from patton.tb.player import PlayResult
     from patton.tb.scoreboard import score
 
+    # refused by design on the player's device extension set (the same commands on every set)
+    by_design = hw_isa(play.timing.ext, play.timing.slots).REJECTED
     cmds = group[0]
     to_rtl = cmds  # every command, the AF LUT rows' included (the port's ``lut`` field)
     out = Replay([g[0].channel for g in group], len(cmds), len(to_rtl))
-    refused = [c for c in to_rtl if c.command in REJECTED]
+    refused = [c for c in to_rtl if c.command in by_design]
     out.rejected.update(c.command.name for c in refused)
     if to_rtl:
         result = play.play(to_rtl, name)
@@ -145,7 +147,7 @@ def replay_group(play: SchedulePlayer, group: list[list[TimedCommand]], name: st
     out.unflagged = [c for c in refused if c.cycle not in expected]
     kept = [v for v in result.violations if v.cycle not in expected]
     scored = dataclasses.replace(result, violations=kept)
-    model_view = [c for c in to_rtl if c.command not in REJECTED]
+    model_view = [c for c in to_rtl if c.command not in by_design]
     out.result = scored
     if scorers is None:
         out.verdict = score(model_view, scored, values=values, timing=play.timing)

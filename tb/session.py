@@ -162,7 +162,7 @@ class Session:
         os.mkfifo(self.schedule_path)
         os.mkfifo(self.results_path)
         self.driver = Driver(player.pack)
-        self.monitor = Monitor(self.params)
+        self.monitor = Monitor(self.params, getattr(player, "timing", None))
         self.offset = 0
         self.segments = 0  # segments replayed
         self.cycles = 0  # channel cycles simulated so far (the last end line's cycle)

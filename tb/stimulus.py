@@ -30,8 +30,14 @@ rule's boundary (met alone, or with every other rule met) or violation not yet s
 following command at that cycle, or its preceding command first), a (command, bank state, mode)
 not yet seen, a MAC whose partner bank is not ready, an RD return that an RDMAC16 or RDAF16 can
 meet in the same cycle, an EWMUL16 under an EWMUL_BG value, an AF16 on a LUT row not yet seen
-or on one a write changed. Everything is drawn from one seeded generator: a seed gives the same
-schedules.
+or on one a write changed; on a device extension set, an ``ext.*`` pair (the rule's preceding
+and following command of that pair). Everything is drawn from one seeded generator: a seed
+gives the same schedules.
+
+The commands drawn are those of the timing table's device extension set
+(:func:`patton.hw.isa.hw_isa`): on ``aim``, the default, the seeded schedules are what they
+always were; under ``aim+wr16`` WR16 is drawn too, and is a write of every bank's column like
+WRA16 (a magnitude-class segment multiplies what either wrote).
 """
 
 from __future__ import annotations
@@ -39,7 +45,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import numpy as np
-from patton.hw.isa import IMPLEMENTED, REJECTED
+from patton.hw.isa import hw_isa
 from patton.sim.check import Checker
 from patton.sim.device import AF_ROW_BASE, DEVICE, Device
 from patton.sim.isa import CFR_RESET, Cfr, Command, Scope
@@ -63,11 +69,10 @@ _RESET = tuple(CFR_RESET[c] for c in Cfr)
 _ROW_LIMIT = 1 << 16  # the command port's row field (hw.isa.ROW_BITS)
 _BANK_LIMIT = 1 << 5  # its bank field
 _COL_LIMIT = 1 << 8  # its column field
-_COMMANDS = tuple(sorted(IMPLEMENTED))
 #: The CFR that selects a command's operands (issued under both values).
 _SELECTS = {Command.MAC: Cfr.BROADCAST, Command.MAC16: Cfr.BROADCAST,
             Command.EWMUL16: Cfr.EWMUL_BG}
-#: Commands that write a mat (what can change a LUT row).
+#: Commands that write a mat (what can change a LUT row) on ``aim``; WR16 too where it exists.
 _WRITES = frozenset({Command.WR, Command.WRCP, Command.WRA16, Command.EWMUL16})
 #: Commands that compute on mat words: half of their columns are ones a segment wrote.
 _READERS = frozenset({Command.EWMUL16, Command.MAC16, Command.MAC})
@@ -86,7 +91,8 @@ _CLASSES = ((0x0080, 0x0100), (0x7F00, 0x7F80), (0x3F70, 0x3F90), None)
 #: (the mode would otherwise flip on most steps).
 _STAY = 0.85
 #: Share of the steps of a magnitude-class segment that work towards an EWMUL16 of the
-#: column its last WRA16 wrote in every bank (both factors of the class, in every lane).
+#: column its last WRA16 (or WR16) wrote in every bank (both factors of the class, in every
+#: lane).
 _MULTIPLY = 0.1
 
 
@@ -125,7 +131,8 @@ class Stimulus:
     Args:
         seed: seed of the one random generator.
         device: organisation (banks, column ranges).
-        timing: timing profile whose rules the cycles are drawn against.
+        timing: timing profile whose rules the cycles are drawn against, on its device
+            extension set (whose commands are drawn).
         rows: rows the legal operands use (few, so that rows meet again).
         mix: mutation shares.
         monitor: coverage to aim ``targeted`` steps at (``None``: plain random).
@@ -142,6 +149,14 @@ class Stimulus:
         self.rng = np.random.default_rng(seed)
         self.device = device
         self.timing = timing_table(timing)
+        isa = hw_isa(self.timing.ext, self.timing.slots)
+        self._implemented = isa.IMPLEMENTED
+        self._rejected_set = isa.REJECTED
+        self._commands = tuple(sorted(isa.IMPLEMENTED))
+        wr16 = isa.IMPLEMENTED & {Command.WR16}  # the extension's WR16, where the set has it
+        # writes of every bank's column (a magnitude-class segment multiplies what they wrote)
+        self._scatter = frozenset({Command.WRA16}) | wr16
+        self._writes = _WRITES | wr16 if wr16 else _WRITES  # on aim: _WRITES itself
         self.rows = rows
         self.mix = mix
         self.monitor = monitor
@@ -151,7 +166,8 @@ class Stimulus:
         self.written: set[int] = set()  # LUT rows a legal write changed
         self._reads: list[int] = []  # return cycles of the RDs of this segment
         self._written: list[int] = []  # columns legal writes of this segment wrote
-        self._wra16: tuple[int, int] | None = None  # (row, column) of its last legal WRA16
+        # (row, column) of its last legal WRA16 (or WR16: either writes every bank's column)
+        self._wra16: tuple[int, int] | None = None
         self._class: tuple[int, int] | None = None  # magnitude class of this segment's writes
         self._classes = 0  # segments of a magnitude class so far (they take the classes in turn)
         self._special = False  # this segment's class is the special values
@@ -181,12 +197,12 @@ class Stimulus:
             cmd = self._step()
             out.append(cmd)
             self.now = cmd.cycle
-            if cmd.command not in REJECTED:
+            if cmd.command not in self._rejected_set:
                 found = self.checker.step(cmd)
                 legal = not any(v.kind == "protocol" for v in found)
-                if cmd.command in _WRITES and legal:
+                if cmd.command in self._writes and legal:
                     self._written.append(cmd.col)
-                    if cmd.command is Command.WRA16:
+                    if cmd.command in self._scatter:
                         self._wra16 = (cmd.row, cmd.col)
                     if cmd.row >= AF_ROW_BASE:
                         self.written.add(cmd.row)
@@ -206,9 +222,9 @@ class Stimulus:
         draw = rng.random()
         if draw < mix.rejected:
             return self._at(self._rejected(), self.now + 1 + int(rng.integers(0, 3)))
-        command = _COMMANDS[int(rng.integers(len(_COMMANDS)))]
+        command = self._commands[int(rng.integers(len(self._commands)))]
         if self._other_mode(command) and rng.random() < _STAY:
-            same = [c for c in _COMMANDS if not self._other_mode(c)]
+            same = [c for c in self._commands if not self._other_mode(c)]
             command = same[int(rng.integers(len(same)))]
         if draw < mix.rejected + mix.protocol:
             illegal = self._candidates(command, legal=False) + self._out_of_range(command)
@@ -300,7 +316,7 @@ class Stimulus:
         return out
 
     def _rejected(self) -> TimedCommand:
-        choices = sorted(REJECTED)
+        choices = sorted(self._rejected_set)
         command = choices[int(self.rng.integers(len(choices)))]
         return self._make(command, int(self.rng.integers(self.device.banks)),
                           int(self.rng.integers(self.rows)), 0)
@@ -308,7 +324,8 @@ class Stimulus:
     def _other_mode(self, command: Command) -> bool:
         """True when ``command`` needs the register mode the channel is not in."""
         mode = RULES[command].mode
-        return mode is not RegisterMode.ANY and (mode is RegisterMode.REGISTER) != self.checker.state.reg_mode
+        return (mode is not RegisterMode.ANY
+                and (mode is RegisterMode.REGISTER) != self.checker.state.reg_mode)
 
     def _enabler(self, command: Command) -> Command:
         """The command that leads towards a state in which ``command`` is legal."""
@@ -323,11 +340,15 @@ class Stimulus:
 
     # -- cycles ------------------------------------------------------------------------------
 
-    def _bounds(self, cmd: TimedCommand) -> tuple[int, list[tuple[int, int]]]:
+    def _bounds(self, cmd: TimedCommand, prev: Command | None = None
+                ) -> tuple[int, list[tuple[int, int]]]:
         """Return the earliest cycle every rule allows and ``(rule, boundary cycle)`` of each
-        rule that applies, for ``cmd`` issued next."""
-        gaps = [(rule, when + required) for rule, _, when, required in self.checker.measure(cmd)]
-        earliest = max([self.now + 1] + [b for _, b in gaps])
+        rule that applies, for ``cmd`` issued next (``prev``: the boundaries measured from
+        that preceding command only; the earliest cycle is every rule's)."""
+        measured = self.checker.measure(cmd)
+        earliest = max([self.now + 1] + [when + required for _, _, when, required in measured])
+        gaps = [(rule, when + required) for rule, p, when, required in measured
+                if prev is None or p is prev]
         return earliest, gaps
 
     def _timed(self, cmd: TimedCommand) -> TimedCommand:
@@ -360,6 +381,10 @@ class Stimulus:
         label = holes[int(self.rng.integers(len(holes)))]
         if group.startswith("timing."):
             return self._aim_rule(int(label.split()[0]), group.removeprefix("timing."))
+        if group.startswith("ext."):  # "<rule> <P> -> <F> = <gap>"
+            rule, p, _, f = label.split()[:4]
+            return self._aim_rule(int(rule), group.removeprefix("ext."),
+                                  (Command[p], Command[f]))
         if group == "command.state":
             return self._aim_state(label)
         if group == "command.rejected":
@@ -381,16 +406,21 @@ class Stimulus:
                                 else AF_ROW_BASE + int(label.split()[-1]))
         return None
 
-    def _aim_rule(self, rule_id: int, how: str) -> TimedCommand | None:
+    def _aim_rule(self, rule_id: int, how: str,
+                  pair: tuple[Command, Command] | None = None) -> TimedCommand | None:
         """The rule's following command at its boundary (``how`` = "boundary"), there with
         every other rule met ("legal"), or one cycle short ("violation"); else its preceding
-        command, so that a later step can."""
+        command, so that a later step can. ``pair``: only its following command, measured from
+        its preceding one (an ``ext.*`` bin)."""
         rule = self._rules[rule_id]
-        following = sorted(rule.following & IMPLEMENTED)
+        if pair is None:
+            following = sorted(rule.following & self._implemented)
+        else:
+            following = [pair[1]]
         choices = []
         for command in following:
             for cmd in self._candidates(command):
-                earliest, gaps = self._bounds(cmd)
+                earliest, gaps = self._bounds(cmd, None if pair is None else pair[0])
                 for rid, b in gaps:
                     cycle = b - 1 if how == "violation" else b
                     if rid == rule_id and cycle > self.now and (how != "legal"
@@ -398,7 +428,10 @@ class Stimulus:
                         choices.append(self._at(cmd, cycle))
         if choices:
             return choices[int(self.rng.integers(len(choices)))]
-        preceding = sorted(rule.preceding & IMPLEMENTED)
+        if pair is None:
+            preceding = sorted(rule.preceding & self._implemented)
+        else:
+            preceding = [pair[0]]
         command = preceding[int(self.rng.integers(len(preceding)))]
         legal = self._candidates(command)
         if not legal and self.rng.random() < 0.5:
@@ -489,7 +522,8 @@ class Stimulus:
             if one is not None and one >= AF_ROW_BASE:
                 if one in self.written:
                     return self._timed(self._make(Command.AF16, row=one))
-                writes = [c for w in _WRITES for c in self._candidates(w) if c.row == one]
+                writes = [c for w in self._writes for c in self._candidates(w)
+                          if c.row == one]
                 if writes:
                     return self._timed(writes[int(self.rng.integers(len(writes)))])
             row = self.lut_row

@@ -12,6 +12,8 @@ cycle); :func:`replay_schedule` replays that, values scored when every write car
 :func:`check_report` is the report.
 
 The reports are JSON-ready dicts (what ``--json`` prints); :mod:`patton.cli.rtl` prints them.
+Both run on a device extension set (default ``aim``), which the reports name (``device_ext``,
+after ``timing``) only when it is not ``aim``: a default report is what it always was.
 """
 
 from __future__ import annotations
@@ -25,9 +27,11 @@ from typing import TYPE_CHECKING
 from patton.sim import check
 from patton.sim.check import Violation
 from patton.sim.cycle_model import CycleModel, RunResult
+from patton.sim.extensions import DEFAULT_EXT, NotOnDeviceError, ext_field
 from patton.sim.isa import Instruction
 from patton.sim.program import Readout
 from patton.sim.schedule import WRITES, TimedCommand
+from patton.sim.timing import timing_table
 from patton.tb.builds import choose_rows, highest_row
 from patton.tb.driver import DRAIN
 from patton.tb.prepare import check_schedule_rows, check_trace_rows, fill_payloads
@@ -120,6 +124,7 @@ class PreparedTrace:
     model: RunResult  # the cycle model's run, its schedule recorded
     rows: int  # rows per bank of the RTL build
     rows_chosen: bool  # chosen from the schedule (no ``--rows`` given)
+    ext: str = DEFAULT_EXT  # the device extension set of the model and of the RTL
 
     @property
     def schedule(self) -> list[TimedCommand]:
@@ -129,25 +134,29 @@ class PreparedTrace:
 
 
 def prepare_trace(program: Sequence[Instruction], source: str, *, rows: int | None, seed: int,
-                  timing: str, waves: str | None = None) -> PreparedTrace:
-    """Fill the payloads of ``program`` (seeded), run it on the cycle model under ``timing``
-    and settle the row count: ``rows``, or :func:`~patton.tb.builds.choose_rows` of the
-    schedule (a build with ``waves`` tracing, when asked for, is what is looked for).
+                  timing: str, waves: str | None = None, ext: str = DEFAULT_EXT
+                  ) -> PreparedTrace:
+    """Fill the payloads of ``program`` (seeded), run it on the cycle model under ``timing`` on
+    device extension set ``ext`` and settle the row count: ``rows``, or
+    :func:`~patton.tb.builds.choose_rows` of the schedule (a build with ``waves`` tracing, when
+    asked for, is what is looked for).
 
     Raises :class:`~patton.tb.prepare.RowsError` (``file:line: reason``) when a row is beyond
-    ``rows``: in the trace (checked first, before anything runs) or in the schedule.
+    ``rows``: in the trace (checked first, before anything runs) or in the schedule;
+    :class:`~patton.sim.extensions.NotOnDeviceError` when the trace uses an instruction of an
+    extension ``ext`` lacks.
     """
     program = list(program)
     if rows is not None:
         check_trace_rows(program, rows, source)
     filled = fill_payloads(program, seed)
-    model = CycleModel(timing=timing, record=True).run(program)
+    model = CycleModel(timing=timing_table(timing, ext), record=True).run(program)
     assert model.schedule is not None
     chosen = rows is None
     if rows is None:
-        rows = choose_rows(highest_row(c.row for c in model.schedule), waves, timing)
+        rows = choose_rows(highest_row(c.row for c in model.schedule), waves, timing, ext)
     check_schedule_rows(model.schedule, rows, source)
-    return PreparedTrace(source, seed, timing, program, filled, model, rows, chosen)
+    return PreparedTrace(source, seed, timing, program, filled, model, rows, chosen, ext)
 
 
 def replay_trace(play: SchedulePlayer, trace: PreparedTrace, *, around: Around = None,
@@ -217,7 +226,8 @@ def run_report(trace: PreparedTrace, replays: Sequence[Replay], play: SchedulePl
     model = trace.model
     last = max((c.cycle for c in trace.schedule), default=0)
     report = {
-        "trace": trace.source, "timing": trace.timing, "rows": trace.rows,
+        "trace": trace.source, "timing": trace.timing, **ext_field(trace.ext),
+        "rows": trace.rows,
         "rows_chosen": trace.rows_chosen, "seed": trace.seed,
         "payloads_filled": trace.filled,
         "cycles": _rtl_cycles(replays),
@@ -269,6 +279,7 @@ class PreparedSchedule:
     found: list[Violation] = field(default_factory=list)  # ``verify``'s violations
     replayable: list[TimedCommand] = field(default_factory=list)  # what the RTL's port takes
     values: bool = False  # every write carries data=: reads and mats can be scored
+    ext: str = DEFAULT_EXT  # the device extension set of ``verify`` and of the RTL
 
     @property
     def bus(self) -> list[Violation]:
@@ -284,19 +295,31 @@ class PreparedSchedule:
 
 
 def prepare_schedule(commands: Sequence[TimedCommand], source: str, *, rows: int | None,
-                     timing: str) -> PreparedSchedule:
+                     timing: str, ext: str = DEFAULT_EXT) -> PreparedSchedule:
     """Settle the row count of ``commands`` (``rows``, or
-    :func:`~patton.tb.builds.choose_rows`), check them with ``verify`` under ``timing`` and
-    keep what the RTL's port takes: one command per channel and cycle, the first (file order).
+    :func:`~patton.tb.builds.choose_rows`), check them with ``verify`` under ``timing`` on
+    device extension set ``ext`` (a command of an extension ``ext`` lacks is a protocol
+    violation) and keep what the RTL's port takes: one command per channel and cycle, the first
+    (file order).
 
-    Raises :class:`~patton.tb.prepare.RowsError` when a row is beyond ``rows``.
+    Raises :class:`~patton.tb.prepare.RowsError` when a row is beyond ``rows``,
+    :class:`~patton.sim.extensions.NotOnDeviceError` (``file:line: reason``) at the first
+    command of an extension ``ext`` lacks (WR16 on ``aim``).
     """
     commands = list(commands)
+    table = timing_table(timing, ext)
+    for cmd in commands:
+        if cmd.command not in table.commands:
+            try:
+                table.device.refuse(cmd.command)
+            except NotOnDeviceError as error:
+                where = f"{source}:{cmd.line}" if cmd.line else source
+                raise NotOnDeviceError(f"{where}: {error}") from None
     chosen = rows is None
     if rows is None:
-        rows = choose_rows(highest_row(c.row for c in commands), timing=timing)
+        rows = choose_rows(highest_row(c.row for c in commands), timing=timing, ext=ext)
     check_schedule_rows(commands, rows, source)
-    found = check.verify(commands, timing=timing)
+    found = check.verify(commands, timing=table)
     seen: set[tuple[int, int]] = set()
     replayable = []
     for cmd in sorted(commands, key=lambda c: c.cycle):
@@ -305,7 +328,8 @@ def prepare_schedule(commands: Sequence[TimedCommand], source: str, *, rows: int
             replayable.append(cmd)
     # Values can be scored only with every write's data (the functional model needs it).
     values = all(c.payload is not None for c in commands if c.command in WRITES)
-    return PreparedSchedule(source, timing, commands, rows, chosen, found, replayable, values)
+    return PreparedSchedule(source, timing, commands, rows, chosen, found, replayable, values,
+                            ext)
 
 
 def replay_schedule(play: SchedulePlayer, schedule: PreparedSchedule, *, around: Around = None,
@@ -321,9 +345,9 @@ def check_report(schedule: PreparedSchedule, replays: Sequence[Replay], play: Sc
                  *, seconds: float = 0.0, replay_seconds: float = 0.0) -> dict:
     """The report of a schedule replayed on the RTL (``patton rtl check --json``).
 
-    ``seconds`` is the wall time, ``replay_seconds`` the replays' (:func:`_speed`). ``ok``: neither the RTL nor the model flagged a violation
-    (a bus conflict is one), every refusal by design was flagged, and no read or mat word
-    differs.
+    ``seconds`` is the wall time, ``replay_seconds`` the replays' (:func:`_speed`). ``ok``:
+    neither the RTL nor the model flagged a violation (a bus conflict is one), every refusal by
+    design was flagged, and no read or mat word differs.
     """
     commands = schedule.commands
     rtl_violations = _total(replays, "rtl_violations")
@@ -335,7 +359,8 @@ def check_report(schedule: PreparedSchedule, replays: Sequence[Replay], play: Sc
     ok = not (rtl_violations or model_violations or unflagged or mismatches)
     last = max((c.cycle for c in commands), default=0)
     return {
-        "schedule": schedule.source, "timing": schedule.timing, "rows": schedule.rows,
+        "schedule": schedule.source, "timing": schedule.timing, **ext_field(schedule.ext),
+        "rows": schedule.rows,
         "rows_chosen": schedule.rows_chosen,
         "commands": len(commands),
         "bus_conflicts": len(schedule.bus),

@@ -7,19 +7,21 @@ from __future__ import annotations
 import math
 
 import pytest
-from patton.eval.assumptions import AXES, PAPER, Assumptions, parse
+from patton.eval.assumptions import AXES, PAPER, Assumptions, describe, parse
 from patton.eval.figures import common, sensitivity
 from patton.eval.plan import FULL, QUICK
 from patton.eval.tasks import CostTask
+from patton.eval.tasks import describe as describe_task
 
 from patton.cli import main
 
 
 def test_the_paper_configuration_is_every_axis_paper_value():
     assert PAPER == Assumptions()
-    assert PAPER.as_dict() == {name: a.paper for name, a in AXES.items()}
-    assert {a.name for a in AXES.values() if a.varied} == {
+    assert PAPER.as_dict() == {name: a.paper for name, a in AXES.items() if not a.opt_in}
+    assert {a.name for a in AXES.values() if a.varied and not a.opt_in} == {
         "frontend", "timing", "wo_cz_write", "standby", "context", "gpu"}
+    assert [a.name for a in AXES.values() if a.opt_in] == ["device_ext"]
     assert all(a.decided_by for a in AXES.values())
     assert FULL.assumptions == QUICK.assumptions == PAPER
 
@@ -79,7 +81,7 @@ def test_sensitivity_rows_and_closest_from_known_results(tmp_path):
     rec = sensitivity.derive([(t, _fake(t)) for t in tasks], scale)
     rows = rec["rows"]
     assert [(r["axis"], r["value"]) for r in rows] == [("none", "paper configuration")] + [
-        (a.name, v) for a in AXES.values() for v in a.values if v != a.paper]
+        (a.name, v) for a in AXES.values() if not a.opt_in for v in a.values if v != a.paper]
     by = {(r["axis"], r["value"]): r for r in rows}
     base = rows[0]
     # wo-CZ's Value writes by WR_ABK are 4x faster than by W MEM: the speedup falls 4x
@@ -114,10 +116,43 @@ def test_sensitivity_rows_and_closest_from_known_results(tmp_path):
     assert png.stat().st_size > 10_000 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_an_opt_in_axis_shows_only_where_asked_for():
+    """The device extension set is a what-if: absent from records at its paper value, from the
+    axes' table and from the combinations unless named; named, it adds rows on both front
+    ends, whose PATTON runs use the extension and whose baselines share the default runs."""
+    wr16 = PAPER.with_(device_ext="aim+wr16")
+    assert "device_ext" not in PAPER.as_dict() and wr16.as_dict()["device_ext"] == "aim+wr16"
+    assert "device_ext" not in [a["axis"] for a in describe()]
+    assert [a["axis"] for a in describe(("device_ext",))][-1] == "device_ext"
+    for runtime in ("patton", "patton-no-o2v"):  # the variants with a Commit Zone
+        assert common.cost_task(QUICK, "llama3-8b", runtime, wr16).device_ext == "aim+wr16"
+    for runtime in ("patton-wo-cz", "attacc", "blockpim"):
+        assert common.cost_task(QUICK, "llama3-8b", runtime, wr16).device_ext == "aim"
+    abk = wr16.with_(wo_cz_write="abk")  # wo-CZ's all-bank writes leave rows open on wr16
+    assert common.cost_task(QUICK, "llama3-8b", "patton-wo-cz", abk).device_ext == "aim+wr16"
+    plain = QUICK.with_(sensitivity_steps=50)
+    scale = plain.with_(what_if=("device_ext",))
+    added = set(sensitivity.tasks(scale)) - set(sensitivity.tasks(plain))
+    assert {(t.runtime, t.device_ext) for t in added} == {("patton", "aim+wr16")}
+    assert {t.frontend for t in added} == {"shared", "per_channel"}
+    assert all("device_ext" not in describe_task(t) for t in sensitivity.tasks(plain))
+    assert describe_task(next(iter(added)))["device_ext"] == "aim+wr16"
+    rec = sensitivity.derive([(t, _fake(t)) for t in sensitivity.tasks(scale)], scale)
+    assert [(r["axis"], r["value"]) for r in rec["rows"][-2:]] == [
+        ("device_ext", "aim+wr16"), ("device_ext", "aim+wr16, frontend=per_channel")]
+    assert rec["combinations"] == 2 ** 6
+    with pytest.raises(ValueError, match="not an opt-in axis"):
+        sensitivity.tasks(plain.with_(what_if=("gpu",)))
+
+
 def test_assume_on_the_command_line(tmp_path, capsys):
     for argv, message in ((["--assume", "gpu=h100"], "gpu='h100': not one of"),
                           (["--assume", "frontend=shared", "--frontend", "per_channel"],
-                           "--frontend and --assume frontend=... both given")):
+                           "--frontend and --assume frontend=... both given"),
+                          (["--assume", "device_ext=aim", "--device-ext", "aim+wr16"],
+                           "--device-ext and --assume device_ext=... both given"),
+                          (["--what-if", "device_ext", "--what-if", "device_ext"],
+                           "--what-if names an axis twice")):
         assert main(["repro", "micro", "--out", str(tmp_path), *argv]) == 2
         err = capsys.readouterr().err
         assert message in err and "Traceback" not in err

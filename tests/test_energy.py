@@ -80,6 +80,7 @@ SHARES: dict[str, dict[str, float]] = {
     "WRGB": {"dq": 1, "col": 1, "gb_write": 1}, "AF16": {"read": 16, "col": 1},
     "RDMAC16": {"read": 1, "dq": 1, "col": 1}, "RDAF16": {"read": 1, "dq": 1, "col": 1},
     "WRMAC16": {"write": 1, "dq": 1, "col": 1}, "WRA16": {"write": 16, "dq": 1, "col": 1},
+    "WR16": {"write": 16, "dq": 1, "col": 1},  # extension wr16: WRA16's figure (extensions.md)
     "MAC": {"pim": 1 / 16, "col": 1}, "MAC16": {"pim": 1, "col": 1},
     "EWMUL16": {"pim": 1 / 4, "col": 1},
 }

@@ -45,7 +45,10 @@ from patton.sim.protocol import (
     legal_row,
 )
 from patton.sim.schedule import TimedCommand
-from patton.sim.timing import TIMING
+from patton.sim.timing import TIMING, timing_table
+
+#: A table whose device has every command of the ISA (every extension).
+WHOLE_ISA = timing_table(None, "aim+wr16")
 
 C = Command
 #: One channel of 64 rows: the RTL build's organisation (``ChannelParams(rows=64)``).
@@ -112,8 +115,11 @@ def model_flags(steps: list[Step]) -> set[int]:
 
 
 def verify_flags(steps: list[Step]) -> set[int]:
-    """Indices of the steps ``verify`` reports a protocol violation for (and nothing else)."""
-    found = verify(schedule(steps), DEV)
+    """Indices of the steps ``verify`` reports a protocol violation for (and nothing else).
+
+    Checked on a device with every extension, as the functional model executes every command.
+    """
+    found = verify(schedule(steps), DEV, WHOLE_ISA)
     assert all(v.kind == "protocol" for v in found), found
     index = {c.cycle: i for i, c in enumerate(schedule(steps))}
     return {index[v.cycle] for v in found}
@@ -324,7 +330,7 @@ def player():
     from patton.hw.params import ChannelParams
     from patton.tb.player import SchedulePlayer
 
-    return SchedulePlayer(ChannelParams(rows=64))
+    return SchedulePlayer(ChannelParams(rows=64), timing=WHOLE_ISA)  # every command
 
 
 @pytest.mark.verilator
@@ -338,8 +344,9 @@ def test_rtl_refuses_the_same_commands(player, sequence):
     The RTL port always carries a bank, row and column (0 when absent), so the sequences name
     every operand; LUT rows (``AF_ROW_BASE + k``, one out of range) go as ``lut = 1, row = k``.
     """
-    from patton.hw.isa import IMPLEMENTED, ProtocolCode
+    from patton.hw.isa import ProtocolCode
 
+    IMPLEMENTED = player.isa.IMPLEMENTED
     timed = schedule(sequence)
     result = player.play(timed, "protocol")
     assert all(not v.rules for v in result.violations), "no timing rule may fire"
@@ -388,7 +395,19 @@ def test_a_rule_states_only_what_it_changes():
 
 def test_the_commands_that_carry_host_words():
     """The writes that take 16 host words from the bus (``docs/protocol.md``)."""
-    assert PAYLOAD == {Command.WR, Command.WRA, Command.WRA16, Command.WRGB, Command.WRMAC16}
+    assert PAYLOAD == {Command.WR, Command.WRA, Command.WRA16, Command.WRGB, Command.WRMAC16,
+                       Command.WR16}
+
+
+def test_a_command_of_an_extension_the_device_lacks_is_a_protocol_violation():
+    """WR16 on ``aim`` is refused by the checker; on ``aim+wr16`` it is legal and leaves the
+    row open (the next WR16 needs no activation)."""
+    steps = [Step(C.ACT16, None, 3, None, 0), Step(C.WR16, None, 3, 0, 0),
+             Step(C.WR16, None, 3, 1, 0), Step(C.MAC16, None, 3, 1, 0)]
+    found = verify(schedule(steps), DEV)
+    assert [(v.kind, v.command) for v in found] == [("protocol", C.WR16)] * 2
+    assert "not a command of device 'aim'" in found[0].detail
+    assert verify(schedule(steps), DEV, WHOLE_ISA) == []
 
 
 @pytest.mark.parametrize("row", [True, False, np.bool_(True), 1.0, 1.5, "1", None, [1]])

@@ -237,8 +237,8 @@ def fake_run_cost(monkeypatch):
     def measure(conversations, model, runtime, *, steps, frontend="shared", clients, pool,
                 max_model_len=2048, reference=None, check=False, on_step=None,
                 replay=False, timing=PAPER_ASSUMPTIONS.timing, gpu="analytic",
-                standby="per_channel", token_op=None):
-        assert timing == PAPER_ASSUMPTIONS.timing
+                standby="per_channel", token_op=None, device_ext="aim"):
+        assert timing == PAPER_ASSUMPTIONS.timing and device_ext == "aim"
         assert token_op == (PAPER_ASSUMPTIONS.wo_cz_write if runtime == "patton-wo-cz"
                             else None)
         if replay:  # the checked side run
@@ -250,7 +250,8 @@ def fake_run_cost(monkeypatch):
 
     def measure_many(conversations, models, runtime, *, steps, frontends, clients, pool,
                      max_model_len=2048, references=None, on_step=None, timings, gpus,
-                     standbys, token_op):
+                     standbys, token_op, device_ext):
+        assert device_ext == "aim"
         assert [r for r in references] == [("reference", m.name) for m in models]
         calls.append((tuple(m.name for m in models), runtime, tuple(frontends), "pass"))
         out = {}

@@ -171,7 +171,7 @@ def test_rtl_violations_are_objects_naming_the_rule():
 def test_the_build_says_what_it_does_and_keeps_its_output_in_a_log(monkeypatch, capfd):
     calls = []
 
-    def fake_player(rows, waves, timing):
+    def fake_player(rows, waves, timing, ext="aim"):
         import os
 
         os.write(1, b"make: Entering directory\n")  # what make prints, on file descriptor 1
@@ -197,7 +197,7 @@ def test_the_build_says_what_it_does_and_keeps_its_output_in_a_log(monkeypatch, 
 
 
 def test_a_failed_build_names_its_log(monkeypatch, capsys, tmp_path):
-    def broken(rows, waves, timing):
+    def broken(rows, waves, timing, ext="aim"):
         raise RuntimeError("make exited with 2")
 
     monkeypatch.setattr(builds, "player", broken)

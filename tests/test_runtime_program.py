@@ -9,6 +9,8 @@ and data.
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 import pytest
 from patton.runtime.models import ModelSpec
@@ -44,6 +46,8 @@ def _ref_writes(rt: Runtime, items: list, shadows: dict) -> list[Instruction]:
     value: list[Instruction] = []
     commit: list[Instruction] = []
     cz_parts = []
+    o1v16: list[Instruction] = []  # no-CZ WR_ABK_OPEN token writes (extension wr16), by row
+    open16 = rt.token_op == "abk" and rt.device_ext == "aim+wr16"
     for bid, start, keys, values in items:
         meta = rt.blocks[bid]
         n = keys.shape[1]
@@ -51,14 +55,19 @@ def _ref_writes(rt: Runtime, items: list, shadows: dict) -> list[Instruction]:
             key += ref.key_writes(c, layer, meta.key, start, keys[layer])
         if rt.mode is WriteMode.NO_CZ:
             for layer in range(c.n_layers):
-                if n == 1 and rt.token_op == "abk":
+                if n == 1 and open16:
+                    o1v16 += ref.o1v_token_writes(c, layer, meta.value, start, values[layer],
+                                                  Opcode.WR_ABK_OPEN)
+                elif n == 1 and rt.token_op == "abk":
                     value += ref.o1v_token_writes(c, layer, meta.value, start, values[layer])
                 else:
                     value += ref.o1v_writes(c, layer, meta.value, start, values[layer])
         elif start + n < c.block_size:
+            token = n == 1 and rt.writer.cz_op == "wr16"  # WR_ABK_OPEN (extension wr16)
             for layer in range(c.n_layers):
+                build = ref.cz_token_writes if token else ref.cz_writes
                 cz_parts.append(((layer, meta.cz.row, meta.cz.col0),
-                                 ref.cz_writes(c, layer, meta.cz, start, values[layer])))
+                                 build(c, layer, meta.cz, start, values[layer])))
         else:
             full = np.zeros((c.n_layers, c.block_size, c.heads, c.d_head), dtype=np.uint16)
             if shadows[bid] is not None:
@@ -70,6 +79,7 @@ def _ref_writes(rt: Runtime, items: list, shadows: dict) -> list[Instruction]:
     cz_parts.sort(key=lambda part: part[0])
     for _, part in cz_parts:
         value += part
+    value += ref.by_row(o1v16)
     return key + value + commit
 
 
@@ -96,6 +106,7 @@ class _Compare:
     def __init__(self, seed: int) -> None:
         self.rng = np.random.default_rng(seed)
         self.compared = 0
+        self.ops: Counter[Opcode] = Counter()  # opcodes of the write programs compared
         self.rt: Runtime | None = None
         self.shadows: dict = {}
         self.got: list[Instruction] = []
@@ -117,6 +128,7 @@ class _Compare:
         want = _ref_writes(self.rt, items, self.shadows)
         _same(self.got, want)
         self.compared += len(want)
+        self.ops.update(i.opcode for i in want)
 
     def attending(self, work) -> None:
         if work.index % 7:
@@ -159,13 +171,21 @@ class _Compare:
             _same(rt.qk_step(reqs, layer, queries)[0].to_instructions(), qk_all)
 
 
-def _replay(c: Config, mode: WriteMode, seed: int, token_op: str = "abk") -> int:
-    """Serve a random scenario, comparing every program; return the instructions compared."""
+def _replay(c: Config, mode: WriteMode, seed: int, token_op: str = "abk",
+            device_ext: str = "aim") -> int:
+    """Serve a random scenario, comparing every program; return the instructions compared.
+
+    Only a device with ``wr16`` has ``WR_ABK_OPEN``: a Commit Zone runtime writes it, and a
+    runtime without one whose ``token_op`` is ``"abk"``.
+    """
     compare = _Compare(seed)
     variant = Variant("compared", commit_zone=mode is WriteMode.PATTON, token_op=token_op)
     served = run(c, Scenario(requests=3, steps=30, seed=seed), variant, device=False,
-                 batching=STEP, observers=[compare])
+                 batching=STEP, observers=[compare], device_ext=device_ext)
     assert served.counts.decode_tokens > 0 and served.checks.total.failures == []
+    assert served.attached.runtime.device_ext == device_ext
+    wr16 = device_ext == "aim+wr16" and (mode is WriteMode.PATTON or token_op == "abk")
+    assert (compare.ops[Opcode.WR_ABK_OPEN] > 0) == wr16, compare.ops
     return compare.compared
 
 
@@ -174,9 +194,27 @@ def test_columnar_matches_lists(name: str) -> None:
     assert _replay(_config(name), WriteMode.PATTON, seed=5) > 1000
 
 
+@pytest.mark.parametrize("name", ["gqa-d64", "mha-d128", "two-layers"])
+def test_columnar_matches_lists_with_wr16(name: str) -> None:
+    """On a device with the extension ``wr16`` the single-token CZ writes are
+    ``WR_ABK_OPEN`` (``ref.cz_token_writes``), on both write paths, and still equal the
+    lists."""
+    assert _replay(_config(name), WriteMode.PATTON, seed=5, device_ext="aim+wr16") > 1000
+
+
 @pytest.mark.parametrize("token_op", ["abk", "mem"])
 def test_columnar_matches_lists_without_commit_zone(token_op: str) -> None:
     assert _replay(_config("gqa-d64"), WriteMode.NO_CZ, seed=6, token_op=token_op) > 1000
+
+
+@pytest.mark.parametrize("name,token_op", [("gqa-d64", "abk"), ("two-layers", "abk"),
+                                           ("gqa-d64", "mem")])
+def test_no_commit_zone_on_wr16(name: str, token_op: str) -> None:
+    """Without the Commit Zone on a ``wr16`` device, a single-token write's ``WR_ABK`` s are
+    ``WR_ABK_OPEN`` s sorted by row (``ref.by_row``) and ``token_op="mem"`` writes as on
+    AiM."""
+    assert _replay(_config(name), WriteMode.NO_CZ, seed=6, token_op=token_op,
+                   device_ext="aim+wr16") > 1000
 
 
 def _runs(values: list) -> list:

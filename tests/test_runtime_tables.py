@@ -237,13 +237,17 @@ def test_tables_follow_random_lifecycles(name: str) -> None:
     _check_tables(rt)
 
 
-def _decode(c: Config, offsets: list[int], steps: int, use_append: bool) -> Runtime:
+def _decode(c: Config, offsets: list[int], steps: int, use_append: bool,
+            device_ext: str = "aim", mode: WriteMode = WriteMode.PATTON,
+            token_op: str = "abk") -> Runtime:
     """Decode ``steps`` tokens into requests that start ``offsets[r]`` tokens into a block.
 
     Every step's programs are compared with the reference generator; a copy of the previous
-    step's is kept and compared again after the next step rewrote the cached buffers.
+    step's is kept and compared again after the next step rewrote the cached buffers. On
+    ``aim+wr16`` the single-token CZ writes are ``WR_ABK_OPEN`` (the prefills of ``offsets``
+    stay ``W MEM``), and so are the no-CZ ones of ``token_op="abk"``, sorted by row.
     """
-    rt = Runtime(c)
+    rt = Runtime(c, mode, token_op=token_op, device_ext=device_ext)
     rng = np.random.default_rng(len(offsets) * 100 + steps)
     bid = 0
     for r, off in enumerate(offsets):
@@ -287,13 +291,26 @@ def _decode(c: Config, offsets: list[int], steps: int, use_append: bool) -> Runt
     return rt
 
 
+@pytest.mark.parametrize("device_ext", ["aim", "aim+wr16"])
 @pytest.mark.parametrize("name", ["gqa-d64", "two-layers", "gqa-d128-p4"])
-def test_decode_writes_match_reference(name: str) -> None:
+def test_decode_writes_match_reference(name: str, device_ext: str) -> None:
     c = _config(name)
     many = [[2] * 6 + [9, 14]] if name != "gqa-d128-p4" else []  # (4 O2Ks: too few)
     for offsets in [[0, 0, 0], [0, 5, 11, 15], [3]] + many:
-        a = _decode(c, offsets, 40, use_append=True)
-        b = _decode(c, offsets, 40, use_append=False)
+        a = _decode(c, offsets, 40, use_append=True, device_ext=device_ext)
+        b = _decode(c, offsets, 40, use_append=False, device_ext=device_ext)
+        assert a.state() == b.state()
+
+
+@pytest.mark.parametrize("token_op", ["abk", "mem"])
+@pytest.mark.parametrize("device_ext", ["aim", "aim+wr16"])
+def test_no_cz_decode_writes_match_reference(device_ext: str, token_op: str) -> None:
+    """Without the Commit Zone ``append`` takes the general path: both paths equal the
+    reference, ``WR_ABK_OPEN`` by row on ``aim+wr16`` with ``token_op="abk"``."""
+    c = _config("two-layers")
+    for offsets in [[0, 0, 0], [0, 5, 11, 15], [2] * 6 + [9, 14]]:
+        a = _decode(c, offsets, 40, True, device_ext, WriteMode.NO_CZ, token_op)
+        b = _decode(c, offsets, 40, False, device_ext, WriteMode.NO_CZ, token_op)
         assert a.state() == b.state()
 
 

@@ -193,10 +193,11 @@ def _implemented() -> frozenset:
 
 
 def _outside_isa() -> str:
-    """The command ids the 5-bit command port can carry that name no ISA command."""
-    from patton.sim.isa import Command
+    """The command ids the 5-bit command port can carry that name no ISA command of the default
+    device (``aim``; an extension set's commands take ids from 26 on)."""
+    from patton.hw.isa import hw_isa
 
-    return f"{len(Command)}..{2 ** 5 - 1}"
+    return f"{len(hw_isa().commands)}..{2 ** 5 - 1}"
 
 
 def _bound(name: str) -> Callable[[], str]:

@@ -15,6 +15,7 @@ from patton.eval.assumptions import Assumptions
 from patton.eval.paper import BASELINES, SETTINGS
 from patton.eval.plan import Scale
 from patton.eval.tasks import CostTask, Task
+from patton.sim.extensions import DEFAULT_EXT
 
 __all__ = ["PARTS", "STACK", "COMPARED", "Pairs", "Runs", "geomean", "ratio", "reduction",
            "results", "stack", "components", "cost_task", "context_limit"]
@@ -135,10 +136,27 @@ def cost_task(scale: Scale, model: str, runtime: str, assumptions: Assumptions |
     and pool) under ``assumptions`` (default the scale's)."""
     a = scale.assumptions if assumptions is None else assumptions
     clients, pool = SETTINGS[model]
+    token_op = a.wo_cz_write if runtime == "patton-wo-cz" else None
     return CostTask(model=model, runtime=runtime,
                     steps=scale.steps if steps is None else steps, clients=clients,
                     pool=pool, frontend=a.frontend,
                     max_model_len=context_limit(model, runtime, a.context),
                     conversations=scale.conversations, check=scale.check, timing=a.timing,
                     gpu=a.gpu, standby=a.standby,
-                    token_op=a.wo_cz_write if runtime == "patton-wo-cz" else None)
+                    token_op=token_op,
+                    device_ext=a.device_ext if uses_extensions(runtime, token_op)
+                    else DEFAULT_EXT)
+
+
+def uses_extensions(runtime: str, token_op: str | None = None) -> bool:
+    """True if ``runtime`` issues a device extension's commands when the device has them
+    (``docs/extensions.md``): PATTON's variants with a Commit Zone (its single-token Value
+    writes), and PATTON-wo-CZ when it writes a token by all-bank writes (``token_op`` "abk").
+    Every other runtime emits the same programs on any extension set, and a device with an
+    extension runs a program without its commands as the device without it (the extension
+    only adds rules that name its commands), so their runs are shared between the sets."""
+    from patton.runtime.patton.variants import VARIANTS
+
+    if runtime not in VARIANTS:
+        return False
+    return VARIANTS[runtime].commit_zone or token_op == "abk"

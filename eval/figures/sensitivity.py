@@ -17,6 +17,10 @@ pass, not a run.
 
 Each row carries what its runs verified (programs checked, violations, mismatches: with
 ``check``, every cost task replays its runtime with every program verified).
+
+An opt-in axis (a what-if beyond the paper's device: the device extension set) is varied only
+when the scale names it (``Scale.what_if``), and then on every front end: one row per other
+value and front end, none in the combinations (``docs/extensions.md``).
 """
 
 from __future__ import annotations
@@ -59,8 +63,9 @@ LABELS = {"fig7_speedup_all": "Fig. 7 speedup (all)",
 
 
 def combinations(base: Assumptions) -> list[Assumptions]:
-    """Every combination of the varied axes' values (the others as in ``base``)."""
-    varied = [a for a in AXES.values() if a.varied]
+    """Every combination of the varied axes' values but the opt-in ones (the others as in
+    ``base``)."""
+    varied = [a for a in AXES.values() if a.varied and not a.opt_in]
     return [base.with_(**dict(zip((a.name for a in varied), values, strict=True)))
             for values in itertools.product(*(a.values for a in varied))]
 
@@ -79,11 +84,32 @@ def _pricing(base: Assumptions) -> list[tuple[str, str, Assumptions]]:
     return out
 
 
+def _what_if(scale: Scale) -> list[tuple[str, str, Assumptions]]:
+    """The opt-in axes' rows: each other value of an axis the scale names, on every front end
+    (axis, value as the row names it, assumptions)."""
+    base = scale.assumptions
+    out = []
+    for name in scale.what_if:
+        axis = AXES[name]
+        if not axis.opt_in:
+            raise ValueError(f"{name!r} is not an opt-in axis (they are: "
+                             f"{', '.join(a.name for a in AXES.values() if a.opt_in)})")
+        for value in axis.values:
+            if value == getattr(base, name):
+                continue
+            for f in AXES["frontend"].values:
+                label = value if f == base.frontend else f"{value}, frontend={f}"
+                out.append((name, label, base.with_(**{name: value, "frontend": f})))
+    return out
+
+
 def tasks(scale: Scale) -> list[Task]:
-    """Fig. 7's and Fig. 8's tasks under every combination, at the sensitivity's steps, and
-    under each pricing axis's values at the headline's steps."""
+    """Fig. 7's and Fig. 8's tasks under every combination and opt-in row, at the
+    sensitivity's steps, and under each pricing axis's values at the headline's steps."""
     out: dict[Task, None] = {}
     for a in combinations(scale.assumptions):
+        out.update(dict.fromkeys(_tasks_of(scale, a)))
+    for _, _, a in _what_if(scale):
         out.update(dict.fromkeys(_tasks_of(scale, a)))
     for _, _, a in _pricing(scale.assumptions):
         out.update(dict.fromkeys(_tasks_of(scale, a, scale.steps)))
@@ -136,10 +162,14 @@ def derive(pairs: Pairs, scale: Scale) -> dict[str, Any]:
     base = scale.assumptions
     rows = [{"axis": "none", "value": "paper configuration", **_row(pairs, scale, base)}]
     for axis in AXES.values():
+        if axis.opt_in:
+            continue
         for value in axis.values:
             if value != getattr(base, axis.name):
                 rows.append({"axis": axis.name, "value": value,
                              **_row(pairs, scale, base.with_(**{axis.name: value}))})
+    rows += [{"axis": name, "value": label, **_row(pairs, scale, a)}
+             for name, label, a in _what_if(scale)]
     scored = []
     for a in combinations(base):
         row = _row(pairs, scale, a)

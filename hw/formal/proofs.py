@@ -4,6 +4,12 @@
 :func:`prove` runs some of them; :func:`mutant` is the deliberately broken timing checker
 whose proof must fail. ``docs/verification.md`` explains the properties, bounds and the
 reductions.
+
+:func:`proofs` gives the proofs of the channel on a device extension set: :data:`PROOFS` on
+``aim`` (the default device); on another set the timing and protocol proofs are made on that
+set's channel instead, named with the set's suffix (``timing-aimsim-0f28a07+wr16``,
+``protocol+wr16``, ``protocol-small+wr16``), and the storage proofs (global buffer, mats, row
+buffer), which no extension changes, are kept.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import cache
 
 from patton.hw.formal.protocol import ProtocolProperty
 from patton.hw.formal.sby import Outcome, run
@@ -21,9 +28,10 @@ from patton.hw.formal.storage import (
     RowBufferProperty,
 )
 from patton.hw.formal.timing import TimingProperty, off_by_one
+from patton.hw.isa import hw_isa
 from patton.hw.params import ChannelParams
 from patton.sim.device import DEVICE
-from patton.sim.timing import DEFAULT_PROFILE, PROFILES
+from patton.sim.timing import DEFAULT_PROFILE, PROFILES, TIMING, timing_table
 
 __all__ = [
     "FEW_ROWS",
@@ -34,6 +42,7 @@ __all__ = [
     "Proof",
     "by_name",
     "mutant",
+    "proofs",
     "prove",
 ]
 
@@ -82,18 +91,39 @@ def _describe(p: ChannelParams) -> str:
 _TIMING = ("flags command F after P iff the table's gap for (P, F) at the node is not met, "
            "for every rule, node and history (verify's algorithm as reference)")
 
+#: Name prefixes of the proofs of the timing checker and the decoder, which an extension
+#: changes.
+_CHANNEL = ("timing-", "protocol")
+
+
+def _channel_proofs(ext: str) -> tuple[Proof, ...]:
+    """The timing and protocol proofs of the channel on extension set ``ext`` (named with its
+    suffix, none on ``aim``: then they are :data:`PROOFS`' own, claims included)."""
+    suffix = ext.removeprefix(TIMING.ext)
+    on = f" on {ext}" if suffix else ""
+    added = "".join(f", {c.name}" for c in hw_isa(ext).commands if c not in TIMING.commands)
+    return (
+        *(Proof(f"timing-{profile}{suffix}",
+                lambda profile=profile: TimingProperty(FULL, timing_table(profile, ext)),
+                "prove", 4, _describe(FULL), f"timing checker ({profile}{on}): {_TIMING}")
+          for profile in PROFILES),
+        Proof(f"protocol{suffix}",
+              lambda: ProtocolProperty(FEW_ROWS, timing=timing_table(None, ext)), "prove", 3,
+              _describe(FEW_ROWS),
+              "decoder: the protocol code of sim.protocol.RULES for every command (EWMUL16, "
+              f"AF16, RDAF16{added} included) and state, LUT rows included; a refused command "
+              "changes no bank state or mode and writes no mat or GB column; a legal one makes "
+              f"its rule's row state{on}"),
+        Proof(f"protocol-small{suffix}",
+              lambda: ProtocolProperty(SMALL, timing=timing_table(None, ext)), "prove", 3,
+              _describe(SMALL),
+              f"the same on an organisation whose row and GB column ranges differ{on}"),
+    )
+
+
 #: Every proof, in the order they run.
 PROOFS: tuple[Proof, ...] = (
-    *(Proof(f"timing-{profile}", lambda profile=profile: TimingProperty(FULL, profile),
-            "prove", 4, _describe(FULL), f"timing checker ({profile}): {_TIMING}")
-      for profile in PROFILES),
-    Proof("protocol", lambda: ProtocolProperty(FEW_ROWS), "prove", 3, _describe(FEW_ROWS),
-          "decoder: the protocol code of sim.protocol.RULES for every command (EWMUL16, AF16, "
-          "RDAF16 included) and state, LUT rows included; a refused command changes no bank "
-          "state or mode and writes no mat or GB column; a legal one makes its rule's row "
-          "state"),
-    Proof("protocol-small", lambda: ProtocolProperty(SMALL), "prove", 3, _describe(SMALL),
-          "the same on an organisation whose row and GB column ranges differ"),
+    *_channel_proofs(TIMING.ext),
     Proof("gb-watched", lambda: GlobalBufferProperty(FULL, reads="watched"), "prove", 3,
           _describe(FULL), "global buffer: the watched column always holds the last word "
           "written to it, lane by lane (read in every cycle)"),
@@ -130,15 +160,35 @@ def mutant(delta: int = -1, rule: int = MUTANT_RULE) -> Proof:
                  f"a checker with rule {rule}'s gap {delta:+d} cycle fails the timing proof")
 
 
-def by_name(name: str) -> Proof:
-    """Return the proof called ``name`` (``KeyError`` naming the choices if none is)."""
-    for proof in PROOFS:
+@cache
+def proofs(ext: str | None = None) -> tuple[Proof, ...]:
+    """Return the proofs of the channel on device extension set ``ext`` (default ``aim``:
+    :data:`PROOFS`), in the order they run: the timing and protocol proofs on that set's
+    channel, then the storage proofs, which are the same on every set.
+
+    Raises:
+        UnknownExtensionError: ``ext`` is not an extension set.
+    """
+    ext = timing_table(None, ext).ext
+    if ext == TIMING.ext:
+        return PROOFS
+    storage = tuple(p for p in PROOFS if not p.name.startswith(_CHANNEL))
+    return _channel_proofs(ext) + storage
+
+
+def by_name(name: str, ext: str | None = None) -> Proof:
+    """Return the proof called ``name`` among :func:`proofs` of ``ext`` (``KeyError`` naming
+    the choices if none is)."""
+    chosen = proofs(ext)
+    for proof in chosen:
         if proof.name == name:
             return proof
-    raise KeyError(f"no proof {name!r}; choose one of: " + ", ".join(p.name for p in PROOFS))
+    raise KeyError(f"no proof {name!r}; choose one of: " + ", ".join(p.name for p in chosen))
 
 
-def prove(out: str | os.PathLike[str], names: Iterable[str] | None = None) -> list[Outcome]:
-    """Run the proofs ``names`` (default: all of :data:`PROOFS`) under ``out``."""
-    chosen = PROOFS if names is None else [by_name(n) for n in names]
+def prove(out: str | os.PathLike[str], names: Iterable[str] | None = None,
+          ext: str | None = None) -> list[Outcome]:
+    """Run the proofs ``names`` (default: all of :func:`proofs` of ``ext``, :data:`PROOFS` on
+    ``aim``) under ``out``."""
+    chosen = proofs(ext) if names is None else [by_name(n, ext) for n in names]
     return [proof.run(out) for proof in chosen]

@@ -13,7 +13,7 @@ condition named by the code the RTL reports (:class:`patton.hw.isa.ProtocolCode`
 ==========================================  =========================================
 condition of ``RULES[command]``              code
 ==========================================  =========================================
-command outside :data:`hw.isa.IMPLEMENTED`    ``REJECTED``
+command outside the ISA's ``IMPLEMENTED``     ``REJECTED``
 ``mode`` not the register mode                ``MODE``
 bank, row to open or column out of range      ``RANGE`` (:func:`~patton.sim.protocol.column_limit`)
 ``FREE`` on one bank: open on another row     ``BANK_OPEN``
@@ -40,6 +40,11 @@ Asserted in every cycle:
 
 The properties relate the state before and after one command and nothing else, so they are
 inductive: ``prove`` mode proves them for every reachable state.
+
+The channel is built on a device extension set (its timing table's; default ``aim``), and the
+free command is any command of that set (:func:`patton.hw.isa.hw_isa`): under ``aim+wr16``
+WR16 is one, checked like every all-bank command and expected to leave the row state as it
+found it (its rule has no action).
 """
 
 from __future__ import annotations
@@ -58,9 +63,8 @@ from amaranth.hdl import (
 from patton.hw.channel import Channel
 from patton.hw.decoder import all_of, any_of
 from patton.hw.formal import free_mac
-from patton.hw.isa import IMPLEMENTED, Opcode, ProtocolCode, command_layout
+from patton.hw.isa import HwIsa, ProtocolCode
 from patton.hw.params import ChannelParams
-from patton.sim.isa import Command
 from patton.sim.protocol import (
     LUT_ROWS,
     RULES,
@@ -71,6 +75,7 @@ from patton.sim.protocol import (
     Targets,
     column_limit,
 )
+from patton.sim.timing import DEFAULT_PROFILE, Timing, timing_table
 
 __all__ = ["ProtocolProperty"]
 
@@ -85,6 +90,9 @@ class ProtocolProperty(Elaboratable):
     rules : dict, optional
         The protocol table the expectation is generated from (default
         :data:`patton.sim.protocol.RULES`; a test passes a wrong one to see the proof fail).
+    timing : str or TimingTable
+        The channel's timing table (default ``aimsim-0f28a07``); only its extension set
+        matters here: the commands the channel decodes.
 
     Members
     -------
@@ -92,7 +100,8 @@ class ProtocolProperty(Elaboratable):
         The design under test (MAC units with free outputs).
     """
 
-    def __init__(self, params: ChannelParams, rules: dict | None = None) -> None:
+    def __init__(self, params: ChannelParams, rules: dict | None = None,
+                 timing: Timing = DEFAULT_PROFILE) -> None:
         if not isinstance(params, ChannelParams):
             raise TypeError(f"params must be a ChannelParams, not {params!r}")
         if params.rows != params.device.rows:
@@ -100,13 +109,20 @@ class ProtocolProperty(Elaboratable):
                              f"({params.device.rows!r}): the protocol checks the device's rows")
         self._params = params
         self._rules = RULES if rules is None else rules
-        self.channel = Channel(params, mac=free_mac)
+        self.channel = Channel(params, mac=free_mac, timing=timing_table(timing))
+
+    @property
+    def isa(self) -> HwIsa:
+        """The ISA of the channel's extension set (the commands the harness draws)."""
+        return self.channel.isa
 
     def elaborate(self, platform):
         m = Module()
         p = self._params
         dev = p.device
         chan = self.channel
+        isa = chan.isa
+        Opcode = isa.Opcode  # noqa: N806 - the port's enum, named as in hw.isa
         # Elaborated here, not added as a submodule, to reach its banks and global buffer
         # (the file's first line tells Amaranth that the Channel object itself stays unused).
         body = chan.elaborate(platform)
@@ -115,9 +131,9 @@ class ProtocolProperty(Elaboratable):
         gb = body.submodules["gb"]
         m.d.comb += Assume(~ResetSignal())
 
-        cmd = Signal(command_layout(p))
+        cmd = Signal(isa.command_layout(p))
         m.d.comb += cmd.as_value().eq(AnySeq(len(cmd.as_value())))
-        m.d.comb += Assume(cmd.command.as_value() < len(Command))  # an ISA command
+        m.d.comb += Assume(cmd.command.as_value() < len(isa.commands))  # a command of the set
         m.d.comb += chan.cmd.eq(cmd)
 
         opened = [bank.open for bank in banks]
@@ -139,10 +155,10 @@ class ProtocolProperty(Elaboratable):
         expected = Signal(ProtocolCode)
         m.d.comb += expected.eq(ProtocolCode.NONE)
         with m.If(cmd.valid), m.Switch(cmd.command):
-            for command in Command:
+            for command in isa.commands:
                 with m.Case(Opcode[command.name]):
-                    checks = _checks(self._rules, command, cmd, dev, mode, opened, luts, rows,
-                                     names, sel_open, sel_names, in_range, partner_ok)
+                    checks = _checks(self._rules, isa, command, cmd, dev, mode, opened, luts,
+                                     rows, names, sel_open, sel_names, in_range, partner_ok)
                     for k, (cond, code) in enumerate(checks):
                         with (m.If if k == 0 else m.Elif)(cond):
                             m.d.comb += expected.eq(code)
@@ -159,7 +175,7 @@ class ProtocolProperty(Elaboratable):
         m.d.comb += [r.eq(rows[b]) for b, r in enumerate(next_row)]
         m.d.comb += next_mode.eq(mode)
         with m.If(legal), m.Switch(cmd.command):
-            for command in sorted(IMPLEMENTED):
+            for command in sorted(isa.IMPLEMENTED):
                 rule = self._rules[command]
                 with m.Case(Opcode[command.name]):
                     if rule.action is Action.TOGGLE:
@@ -206,10 +222,10 @@ def _targets(rule, p: ChannelParams) -> range:
     raise NotImplementedError(f"no RTL command targets {rule.targets}")
 
 
-def _checks(rules, command, cmd, dev, mode, opened, luts, rows, names, sel_open, sel_names,
-            in_range, partner_ok) -> list[tuple[object, ProtocolCode]]:
+def _checks(rules, isa: HwIsa, command, cmd, dev, mode, opened, luts, rows, names, sel_open,
+            sel_names, in_range, partner_ok) -> list[tuple[object, ProtocolCode]]:
     """Return ``rules[command]``'s conditions, in checking order, with the code of each."""
-    if command not in IMPLEMENTED:
+    if command not in isa.IMPLEMENTED:
         return [(1, ProtocolCode.REJECTED)]
     rule = rules[command]
     out: list[tuple[object, ProtocolCode]] = []

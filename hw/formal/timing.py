@@ -2,9 +2,9 @@
 
 :class:`TimingProperty` drives a :class:`~patton.hw.timing_checker.TimingChecker` with free
 inputs (any ``valid``, any 5-bit command id, any bank number, in every cycle) and asserts, in
-every cycle, that its 104-bit ``rules`` mask equals a reference generated from the
-*specification* table, that ``violated`` is the OR of the reference and ``rule`` its lowest set
-bit.
+every cycle, that its ``rules`` mask (104 bits; one per slot of the table, 105 under
+``aim+wr16``) equals a reference generated from the *specification* table, that ``violated``
+is the OR of the reference and ``rule`` its lowest set bit.
 
 The reference is :func:`patton.sim.check.verify`'s algorithm, generated from the table's rules
 (``TimingTable.before``), not from the checker's own selection
@@ -17,8 +17,8 @@ rule, so ``t - last < gap`` iff the held value is below ``gap``. Channel rules a
 command; bank-group and bank rules only to commands whose scope
 (:data:`patton.sim.isa.COMMAND_SCOPE`) is not the channel and whose bank exists, at that
 bank's group and bank, which is also where such a command is remembered. Both commands of a
-pair must be ones the RTL executes (:data:`patton.hw.isa.IMPLEMENTED`: the others are refused
-and start no wait).
+pair must be ones the RTL executes on the table's device extension set (``IMPLEMENTED`` of
+:func:`patton.hw.isa.hw_isa`: the others are refused and start no wait).
 
 The harness also asserts that each of the checker's age registers
 (:attr:`~patton.hw.timing_checker.TimingChecker.ages`) holds the reference's value for its
@@ -46,7 +46,7 @@ from amaranth.hdl import (
     Signal,
 )
 from patton.hw.decoder import any_of
-from patton.hw.isa import BANK_BITS, IMPLEMENTED, RULES, Opcode
+from patton.hw.isa import BANK_BITS, hw_isa
 from patton.hw.params import ChannelParams
 from patton.hw.timing_checker import TimingChecker
 from patton.sim.isa import COMMAND_SCOPE, Command, Scope
@@ -60,17 +60,19 @@ def pairs(timing: Timing = DEFAULT_PROFILE) -> dict[Scope, list[tuple[int, Comma
     """Return the specification's pairs, ``[level] -> [(rule, P, F, gap), ...]``.
 
     Every ``(rule, preceding P, following F, gap)`` of the table whose commands the RTL
-    executes, whose gap can be broken with one command per cycle (over one cycle) and, below
-    the channel level, whose commands have a bank (their scope is not the channel).
+    executes (on the table's extension set), whose gap can be broken with one command per cycle
+    (over one cycle) and, below the channel level, whose commands have a bank (their scope is
+    not the channel).
     """
     table = timing_table(timing)
+    implemented = hw_isa(table.ext, table.slots).IMPLEMENTED
     out: dict[Scope, list] = {}
     for level in LEVELS:
         rows = []
         for value, checks in enumerate(table.before[level]):
             following = Command(value)
             for rule, prev, gap in checks:
-                if following in IMPLEMENTED and prev in IMPLEMENTED and gap > 1 and (
+                if following in implemented and prev in implemented and gap > 1 and (
                         level == Scope.CHANNEL or (_banked(following) and _banked(prev))):
                     rows.append((rule, prev, following, gap))
         out[level] = rows
@@ -93,7 +95,8 @@ def off_by_one(timing: Timing, rule: int, delta: int = -1) -> TimingTable:
         raise ValueError(f"timing {table.name!r} has no rule {rule!r}")
     rules = [dataclasses.replace(r, cycles=r.cycles + delta) if r.id == rule else r
              for r in table.rules]
-    return TimingTable(rules, table.params, name=f"{table.name}-rule{rule}{delta:+d}")
+    return TimingTable(rules, table.params, name=f"{table.name}-rule{rule}{delta:+d}",
+                       ext=table.ext)
 
 
 def _banked(command: Command) -> bool:
@@ -108,7 +111,8 @@ class TimingProperty(Elaboratable):
     params : ChannelParams
         Organisation of the checker (banks, bank groups).
     timing : str or TimingTable
-        The specification (default ``aimsim-0f28a07``).
+        The specification (default ``aimsim-0f28a07``), on its device extension set (the
+        commands drawn and the rule-mask width are that set's).
     checker_timing : str or TimingTable, optional
         The table the checker is built from (default: the specification).
 
@@ -127,9 +131,13 @@ class TimingProperty(Elaboratable):
             raise TypeError(f"params must be a ChannelParams, not {params!r}")
         self._params = params
         self._spec = timing_table(timing)
-        self.checker = TimingChecker(params, timing_table(
-            self._spec if checker_timing is None else checker_timing))
-        self.mismatch = Signal(RULES, name="mismatch")
+        self._isa = hw_isa(self._spec.ext, self._spec.slots)
+        built = timing_table(self._spec if checker_timing is None else checker_timing)
+        if hw_isa(built.ext, built.slots) is not self._isa:
+            raise ValueError(f"the checker's table ({built!r}) is for another device or rule "
+                             f"mask than the specification ({self._spec!r})")
+        self.checker = TimingChecker(params, built)
+        self.mismatch = Signal(self._isa.RULES, name="mismatch")
 
     @property
     def spec(self) -> TimingTable:
@@ -139,6 +147,8 @@ class TimingProperty(Elaboratable):
     def elaborate(self, platform):
         m = Module()
         p = self._params
+        isa = self._isa
+        Opcode = isa.Opcode  # noqa: N806 - the port's enum, named as in hw.isa
         m.submodules.checker = dut = self.checker
         m.d.comb += Assume(~ResetSignal())
 
@@ -147,7 +157,7 @@ class TimingProperty(Elaboratable):
                      bank.eq(AnySeq(BANK_BITS))]
         m.d.comb += [dut.valid.eq(valid), dut.command.eq(command), dut.bank.eq(bank)]
 
-        issued = {c: Signal(name=f"spec_{c.name}") for c in sorted(IMPLEMENTED)}
+        issued = {c: Signal(name=f"spec_{c.name}") for c in sorted(isa.IMPLEMENTED)}
         for c, sig in issued.items():
             m.d.comb += sig.eq(valid & (command == Opcode[c.name]))
         banked = Signal()  # remembered and checked at its bank group and bank
@@ -173,7 +183,7 @@ class TimingProperty(Elaboratable):
                     m.d.sync += age.eq(Mux(hit, 1, Mux(age == cap, cap, age + 1)))
                     since[level, n, c] = age
 
-        expected = Signal(RULES)
+        expected = Signal(isa.RULES)
         terms: dict[int, list] = {}
         for level, rows in spec.items():
             for rule, prev, following, gap in rows:
@@ -184,13 +194,13 @@ class TimingProperty(Elaboratable):
                 terms.setdefault(rule, []).append(cond)
         for rule, conds in terms.items():
             m.d.comb += expected[rule].eq(any_of(conds))
-        lowest = Signal(range(RULES))
+        lowest = Signal(range(isa.RULES))
         for i in sorted(terms, reverse=True):
             with m.If(expected[i]):
                 m.d.comb += lowest.eq(i)
 
         m.d.comb += self.mismatch.eq(dut.rules ^ expected)
-        for i in range(RULES):
+        for i in range(isa.RULES):
             m.d.comb += Assert(~self.mismatch[i], f"rule {i}")
         m.d.comb += [
             Assert(dut.violated == expected.any(), "violated"),

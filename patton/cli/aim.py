@@ -9,19 +9,26 @@ import sys
 import time
 from pathlib import Path
 
-from patton.cli.options import add_strict_option, add_timing_option, read_trace
+from patton.cli.options import (
+    add_device_ext_option,
+    add_strict_option,
+    add_timing_option,
+    read_trace,
+)
 from patton.sim import check, schedule
 from patton.sim import readouts as readouts_format
 from patton.sim import reference as references
 from patton.sim.cycle_model import CycleModel
 from patton.sim.energy import energy
+from patton.sim.extensions import DEFAULT_EXT, ext_field
 from patton.sim.functional import FunctionalModel
+from patton.sim.timing import timing_table
 
 __all__ = ["add_parser"]
 
 
 def _aim_run(args: argparse.Namespace) -> int:
-    program, notes = read_trace(args.trace, args.strict, quiet=args.json)
+    program, notes = read_trace(args.trace, args.strict, quiet=args.json, ext=args.device_ext)
     # Outputs are checked before the run: a bad path costs no simulation and writes nothing.
     if args.schedule is not None:
         schedule.check_writable(args.schedule)
@@ -31,7 +38,7 @@ def _aim_run(args: argparse.Namespace) -> int:
     show = args.progress or sys.stderr.isatty()
     wants_schedule = args.schedule is not None or (expected is not None
                                                    and "schedule" in expected)
-    model = CycleModel(timing=args.timing, record=wants_schedule,
+    model = CycleModel(timing=timing_table(args.timing, args.device_ext), record=wants_schedule,
                        group=not args.no_group, skip=not args.per_cycle,
                        native=not (args.python or args.per_cycle),
                        frontend=args.frontend.replace("-", "_"),
@@ -53,6 +60,7 @@ def _aim_run(args: argparse.Namespace) -> int:
     report = {
         "trace": str(args.trace),
         "timing": model.timing.name,
+        **ext_field(model.timing.ext),
         "frontend": args.frontend,
         "cycles": result.cycles,
         "time_ns": result.cycles * model.device.cycle_ns,
@@ -87,6 +95,8 @@ def _aim_run(args: argparse.Namespace) -> int:
             totals[name] = totals.get(name, 0) + n
     print(f"trace      {args.trace}")
     print(f"timing     {model.timing.name}")
+    if model.timing.ext != DEFAULT_EXT:
+        print(f"device     {model.timing.ext}")
     print(f"cycles     {result.cycles} ({result.cycles * model.device.cycle_ns:.1f} ns)")
     print(f"commands   {result.commands} on {len(result.command_counts)} channel(s): "
           + ", ".join(f"{k} {v}" for k, v in sorted(totals.items())))
@@ -149,13 +159,13 @@ def _aim_check(args: argparse.Namespace) -> int:
         if bar is not None:
             bar.close()
     bar = _bar(show, len(commands), "command", "checking")
-    found = check.verify_by_channel(commands, args.timing,
+    found = check.verify_by_channel(commands, timing_table(args.timing, args.device_ext),
                                     bar.update if bar is not None else None)
     if bar is not None:
         bar.close()
     if args.json:
         json.dump({"schedule": str(args.schedule), "timing": args.timing,
-                   "commands": len(commands),
+                   **ext_field(args.device_ext), "commands": len(commands),
                    "violations": len(found),
                    "list": [{"kind": v.kind, "cycle": v.cycle, "channel": v.channel,
                              "command": v.command.name, "rule": v.rule,
@@ -208,6 +218,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                           "statistics it printed for this trace; print the differences, exit "
                           "1 on any")
     add_timing_option(run)
+    add_device_ext_option(run)
     run.set_defaults(func=_aim_run)
     chk = aim.add_parser("check", help="verify a timed command schedule")
     chk.add_argument("schedule", help="schedule file: 'cycle channel command [bank row col] "
@@ -217,4 +228,5 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                      help="report progress on stderr after two seconds (default when stderr "
                           "is a terminal)")
     add_timing_option(chk)
+    add_device_ext_option(chk)
     chk.set_defaults(func=_aim_check)

@@ -3,13 +3,15 @@
 ``patton cost [--model M] [--runtime R] [--steps N] [--clients C] [--pool P]
 [--conversations FILE] [--frontend shared|per_channel] [--max-model-len L]
 [--max-batched-tokens B] [--num-blocks N] [--timing PROFILE] [--gpu analytic|calibrated]
-[--standby per_channel|cent] [--wo-cz-write abk|mem] [--check] [--replay] [--json]``
+[--standby per_channel|cent] [--wo-cz-write abk|mem] [--device-ext SET] [--check] [--replay]
+[--json]``
     Serve a conversation file (default: the first 300 ShareGPT conversations) with a PIM
     runtime attached and print its attention parts' cycles, time and energy on the cycle
     model and the GPU prefill recomputation it causes (:func:`patton.eval.cost.measure`,
     against the GPU reference of :func:`patton.eval.cost.reference`). ``--timing``,
     ``--gpu``, ``--standby`` and ``--wo-cz-write`` are the evaluation's assumptions
     (``docs/evaluation.md``); the defaults are :func:`~patton.eval.cost.measure`'s.
+    ``--device-ext`` runs on a device with an extension set (``docs/extensions.md``).
 """
 
 from __future__ import annotations
@@ -19,7 +21,15 @@ import json
 import sys
 import time
 
-from patton.cli.options import BLOCKS, CLIENTS, MODEL_LEN, POOL, STEPS, TOKENS
+from patton.cli.options import (
+    BLOCKS,
+    CLIENTS,
+    MODEL_LEN,
+    POOL,
+    STEPS,
+    TOKENS,
+    add_device_ext_option,
+)
 from patton.eval.cost import PARTS, measure, reference
 from patton.eval.gpu_calibration import GPU_MODELS
 from patton.runtime.models import MODELS
@@ -28,6 +38,7 @@ from patton.serving import conversations as cv
 from patton.serving.clients import ClientError
 from patton.sim.cycle_model import FRONTENDS
 from patton.sim.energy import STANDBY
+from patton.sim.extensions import DEFAULT_EXT
 from patton.sim.timing import DEFAULT_PROFILE, PROFILES
 
 __all__ = ["add_parser", "cost"]
@@ -67,6 +78,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--wo-cz-write", default=None, choices=list(TOKEN_OPS),
                    help="how patton-wo-cz writes a single Value token (default: the "
                         "variant's, abk)")
+    add_device_ext_option(p)
     p.add_argument("--check", action="store_true", help="verify every program")
     p.add_argument("--replay", action="store_true",
                    help="also replay on the functional model, attention bit-exact (slow)")
@@ -89,14 +101,15 @@ def cost(a: argparse.Namespace) -> int:
                      clients=a.clients, pool=a.pool, max_model_len=a.max_model_len,
                      max_batched_tokens=a.max_batched_tokens, reference=ref, check=a.check,
                      num_blocks=a.num_blocks, replay=a.replay, timing=a.timing, gpu=a.gpu,
-                     standby=a.standby, token_op=a.wo_cz_write)
+                     standby=a.standby, token_op=a.wo_cz_write, device_ext=a.device_ext)
     except (ValueError, ClientError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if a.json:
         print(json.dumps(rc.as_dict(), indent=1))
         return 0
-    print(f"{rc.model} {rc.runtime} ({rc.frontend} front end): {rc.steps} steps, "
+    on = "" if a.device_ext == DEFAULT_EXT else f", device {a.device_ext}"
+    print(f"{rc.model} {rc.runtime} ({rc.frontend} front end{on}): {rc.steps} steps, "
           f"{rc.decode_tokens} decode tokens, {rc.prefill_tokens} prefill tokens "
           f"({rc.recomputed_tokens} recomputed), {rc.preemptions} preemptions, "
           f"hit rate {rc.hit_rate:.4f}")

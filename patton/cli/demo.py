@@ -9,7 +9,9 @@ per scheduler step the KV writes and Commit Zone commits, then QK^T, a softmax o
 for every decoding request, all on the device, every step checked (:mod:`patton.serving.chat`).
 ``--device rtl`` (the default) runs every channel as its own Verilator simulation of the
 Amaranth RTL, driven by the cycle model's schedule and scored against the functional model;
-``--device model`` runs the cycle and functional models only.
+``--device model`` runs the cycle and functional models only. ``--device-ext aim+wr16`` serves
+on a device with the open-row all-bank write (the cycle model's and the RTL's timing table of
+that extension set), which the runtime's Commit Zone token writes then use (``WR_ABK_OPEN``).
 
 Prints a row per step (progress on stderr with ``--json``), a summary, and writes
 ``cycles.png`` (cycles per step by phase) and ``chat.json`` into ``--out``; ``--waves STEP``
@@ -25,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from patton.cli.options import check_folder, integer
+from patton.cli.options import add_device_ext_option, check_folder, integer
 from patton.serving import conversations as cv
 from patton.serving.chat import (
     CH_PER_HEAD,
@@ -39,7 +41,9 @@ from patton.serving.chat import (
 )
 from patton.serving.chat_plot import plot
 from patton.serving.faults import Faults
+from patton.sim.extensions import DEFAULT_EXT
 from patton.sim.textfile import decimal, write_atomic
+from patton.sim.timing import timing_table
 
 __all__ = ["HEADER", "add_parser", "channels", "row", "run", "summary"]
 
@@ -93,6 +97,7 @@ def add_parser(sub: Any) -> None:
                       help=f"AiM channels: {CH_PER_HEAD} per KV head of Llama-3-8B "
                            f"(default {CH_PER_HEAD}: one head; {KV_HEADS * CH_PER_HEAD}: its "
                            f"{KV_HEADS} heads, the whole device)")
+    add_device_ext_option(demo)
     demo.add_argument("--conversations", metavar="FILE.jsonl", default=str(DEMO_CONVERSATIONS),
                       help="conversation file (default: the bundled eight-conversation chat)")
     demo.add_argument("--steps", type=NATURAL, metavar="N",
@@ -136,9 +141,11 @@ def run(args: argparse.Namespace) -> int:
     table: TextIO = sys.stderr if args.json else sys.stdout
     faults = Faults(args.fault, args.fault_step) if args.fault else None
     started = time.perf_counter()
+    ext = args.device_ext
     print(f"PATTON serving {len(conversations)} conversations ({args.conversations}) on "
           f"{'RTL channels under Verilator' if args.device == 'rtl' else 'the device models'}"
-          f": Llama-3-8B, {setup.geometry}, {setup.layers} layers, "
+          + ("" if ext == DEFAULT_EXT else f" with the device extension {ext}")
+          + f": Llama-3-8B, {setup.geometry}, {setup.layers} layers, "
           f"{setup.num_blocks - 1} engine blocks of {setup.block_size} tokens", file=table)
     if args.device == "rtl":
         try:
@@ -149,8 +156,8 @@ def run(args: argparse.Namespace) -> int:
         from patton.sim.executor import CycleExecutor
 
         ready, memory = 0.0, {}
-        chat = Chat(conversations, CycleExecutor(setup.config().device), setup,
-                    faults=faults, max_steps=args.steps)
+        chat = Chat(conversations, CycleExecutor(setup.config().device, timing_table(None, ext)),
+                    setup, faults=faults, max_steps=args.steps)
         report = _serve(chat, table)
     wall = time.perf_counter() - started
     figures = report.as_dict()
@@ -192,7 +199,8 @@ def _on_rtl(conversations: list, setup: ChatSetup, faults: Faults | None,
     try:
         with quiet(log):
             ex = RtlExecutor(device, channels=range(setup.channels), rows=setup.rows,
-                             strict=False, name="demo")
+                             strict=False, name="demo",
+                             timing=timing_table(None, args.device_ext))
     except Exception as e:  # noqa: BLE001 - reported with the log, not as a traceback
         raise _Failed(f"the RTL channel could not be built or started ({type(e).__name__}: "
                       f"{e}); the build output is in {log}") from e

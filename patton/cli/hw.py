@@ -1,10 +1,14 @@
 """The ``patton hw`` commands.
 
-``patton hw verilog [--rows N] [--out DIR]``
-    Write the channel Verilog and the DRAM mat macro into ``DIR`` (default ``build/verilog``).
-``patton hw prove [--only NAME ...] [--out DIR] [--json]``
+``patton hw verilog [--rows N] [--out DIR] [--timing PROFILE] [--device-ext SET]``
+    Write the channel Verilog and the DRAM mat macro into ``DIR`` (default ``build/verilog``):
+    its timing checker generated from ``PROFILE``, its decoder for the commands of device
+    extension set ``SET`` (default ``aim``: the channel as it always was).
+``patton hw prove [--only NAME ...] [--out DIR] [--json] [--device-ext SET]``
     Run the formal proofs (``docs/verification.md``) with SymbiYosys in ``DIR`` (default
-    ``build/formal``); exit 1 if any fails.
+    ``build/formal``); exit 1 if any fails. With ``--device-ext`` the timing and protocol
+    proofs are those of that set's channel (``protocol+wr16``, ...); the JSON names the set
+    when it is not ``aim``.
 
 :func:`add_parser` adds the ``hw`` command to the top-level parser's subcommands.
 """
@@ -16,7 +20,13 @@ import json
 import sys
 
 from patton.cli import interrupt
-from patton.cli.options import check_folder, integer
+from patton.cli.options import (
+    add_device_ext_option,
+    add_timing_option,
+    check_folder,
+    integer,
+)
+from patton.sim.extensions import ext_field
 
 __all__ = ["add_parser"]
 
@@ -35,6 +45,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                      help="rows per bank (default: the device's 16384)")
     gen.add_argument("--out", default=DEFAULT_OUT, metavar="DIR",
                      help=f"output directory (default {DEFAULT_OUT})")
+    add_timing_option(gen)
+    add_device_ext_option(gen)
     gen.set_defaults(func=_verilog)
     prove = verbs.add_parser("prove", help="run the formal proofs (SymbiYosys)")
     prove.add_argument("--only", nargs="+", metavar="NAME", default=None,
@@ -42,6 +54,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     prove.add_argument("--out", default=PROVE_OUT, metavar="DIR",
                        help=f"output directory (default {PROVE_OUT})")
     prove.add_argument("--json", action="store_true", help="print the results as JSON")
+    add_device_ext_option(prove)
     prove.set_defaults(func=_prove)
     return hw
 
@@ -56,7 +69,8 @@ def _verilog(args: argparse.Namespace) -> int:
 
     try:
         check_folder(args.out, "--out")
-        paths = emit_verilog(args.out, rows=args.rows)
+        paths = emit_verilog(args.out, rows=args.rows, timing=args.timing,
+                             ext=args.device_ext)
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -66,11 +80,12 @@ def _verilog(args: argparse.Namespace) -> int:
 
 
 def _prove(args: argparse.Namespace) -> int:
-    from patton.hw.formal.proofs import PROOFS, by_name  # Amaranth loads only here
+    from patton.hw.formal.proofs import by_name, proofs  # Amaranth loads only here
     from patton.hw.formal.sby import ToolError
 
+    ext = args.device_ext
     try:
-        chosen = PROOFS if args.only is None else [by_name(n) for n in args.only]
+        chosen = proofs(ext) if args.only is None else [by_name(n, ext) for n in args.only]
     except KeyError as error:
         print(f"error: {error.args[0]}", file=sys.stderr)
         return 2
@@ -108,5 +123,5 @@ def _prove(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"proofs": results,
                           "passed": sum(r["status"] == "PASS" for r in results),
-                          "total": len(results)}, indent=2))
+                          "total": len(results), **ext_field(ext)}, indent=2))
     return 0 if all(r["status"] == "PASS" for r in results) else 1

@@ -16,8 +16,11 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
+
 from patton.sim import trace
-from patton.sim.program import Program
+from patton.sim.extensions import DEFAULT_EXT, EXTENSIONS, NotOnDeviceError, device_ext
+from patton.sim.program import OP_ID, OPCODES, Program
 from patton.sim.schedule import check_writable
 from patton.sim.textfile import ReadError, decimal
 from patton.sim.timing import DEFAULT_PROFILE, PROFILES
@@ -96,6 +99,17 @@ def add_timing_option(sub: argparse.ArgumentParser) -> None:
                           + " or ".join(PROFILES) + f" (default {DEFAULT_PROFILE})")
 
 
+def add_device_ext_option(sub: argparse.ArgumentParser) -> None:
+    """Add ``--device-ext SET`` (one of :data:`patton.sim.extensions.EXTENSIONS`) to ``sub``.
+
+    An unknown name is a usage error (exit 2) that lists the sets.
+    """
+    sub.add_argument("--device-ext", choices=EXTENSIONS, default=DEFAULT_EXT, metavar="SET",
+                     help="device extension set: " + " or ".join(EXTENSIONS)
+                          + f" (default {DEFAULT_EXT}, AiM as the public simulator has it; "
+                          "docs/extensions.md)")
+
+
 def add_strict_option(sub: argparse.ArgumentParser) -> None:
     """Add ``--strict``: refuse what the public AiM simulator accepts but a 64-column row
     cannot hold (:func:`patton.sim.trace.validate`)."""
@@ -109,17 +123,30 @@ def add_strict_option(sub: argparse.ArgumentParser) -> None:
 SHOW_NOTES = 10
 
 
-def read_trace(path: str, strict: bool, quiet: bool = False) -> tuple[Program, list[str]]:
-    """Read a trace for a command (``strict`` as ``--strict``); return it and its notes.
+def read_trace(path: str, strict: bool, quiet: bool = False, ext: str = DEFAULT_EXT
+               ) -> tuple[Program, list[str]]:
+    """Read a trace for a command (``strict`` as ``--strict``) on a device of extension set
+    ``ext``; return it and its notes.
 
     Unless ``quiet`` (``--json``, where the notes go into the report), each note is printed
     to stderr as ``warning: file:line: reason``, the first :data:`SHOW_NOTES` of them.
 
     Raises:
-        TraceError: as :func:`patton.sim.trace.read`.
+        TraceError: as :func:`patton.sim.trace.read`, or the first instruction of an extension
+            the device lacks.
     """
     notes: list[TraceNote] = []
     program = trace.read(path, strict=strict, notes=notes)
+    device = device_ext(ext)
+    lacking = [OP_ID[op] for op in OPCODES if op not in device.opcodes]
+    found = np.flatnonzero(np.isin(np.asarray(program.op), lacking))
+    if len(found):
+        i = int(found[0])
+        line = None if program.line is None else int(np.asarray(program.line)[i])
+        try:
+            device.refuse(OPCODES[int(program.op[i])])
+        except NotOnDeviceError as e:
+            raise trace.TraceError(str(path), line, str(e)) from None
     if not quiet:
         for note in notes[:SHOW_NOTES]:
             print(f"warning: {note}", file=sys.stderr)

@@ -2,7 +2,8 @@
 
 ``patton repro fig7|fig8|fig9|micro|sensitivity|all [--quick] [--out DIR] [--workers N]
 [--json] [--ray ADDRESS] [--steps N] [--models M,M] [--assume AXIS=VALUE ...]
-[--frontend shared|per_channel] [--check|--no-check] [--progress|--no-progress] [--resume]``
+[--frontend shared|per_channel] [--device-ext SET] [--what-if AXIS] [--check|--no-check]
+[--progress|--no-progress] [--resume]``
     Run the figure's configurations (each an independent task: local worker processes, or Ray
     remote tasks with ``--ray``), then write ``repro.json`` (the figure records), ``repro.md``
     (tables side by side with the paper) and the PNG plots into ``--out`` (default
@@ -12,7 +13,10 @@
     four models). ``--steps`` overrides the serving runs' steps, ``--check``/``--no-check``
     whether Fig. 7/8's programs are verified. ``--assume AXIS=VALUE`` changes one of the
     evaluation's assumptions from the paper configuration (:mod:`patton.eval.assumptions`;
-    ``--frontend F`` is ``--assume frontend=F``). Every finished task is kept in ``DIR/tasks/``
+    ``--frontend F`` is ``--assume frontend=F``, ``--device-ext SET`` is ``--assume
+    device_ext=SET``: the whole evaluation on that device). ``--what-if device_ext`` adds the
+    opt-in axis's other values, on both front ends, to the sensitivity's rows
+    (``docs/extensions.md``). Every finished task is kept in ``DIR/tasks/``
     (:mod:`patton.eval.store`); ``--resume`` takes from there the ones that check (the same code,
     the same task, content as written, checks passed) and runs the others again, saying why.
 
@@ -42,6 +46,7 @@ from patton.eval.plan import FULL, QUICK
 from patton.eval.repro import DEFAULT_WORKERS, reproduce, write
 from patton.eval.store import Store, StoreBusy
 from patton.sim.cycle_model import FRONTENDS
+from patton.sim.extensions import DEFAULT_EXT, EXTENSIONS
 
 __all__ = ["DEFAULT_OUT", "add_parser", "repro"]
 
@@ -86,6 +91,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                    help="the cycle-model front end of the headline runs (--assume "
                         "frontend=...; default shared: the public simulator's one decoder; "
                         "Fig. 8 always runs both)")
+    p.add_argument("--device-ext", choices=EXTENSIONS, default=None, metavar="SET",
+                   help="the device extension set of every run (--assume device_ext=...; "
+                        f"default {DEFAULT_EXT}: AiM as the public simulator has it)")
+    p.add_argument("--what-if", action="append", default=[], metavar="AXIS",
+                   choices=[a.name for a in AXES.values() if a.opt_in],
+                   help="also vary this opt-in axis in the sensitivity (on both front ends): "
+                        + ", ".join(a.name for a in AXES.values() if a.opt_in))
     p.add_argument("--check", action=argparse.BooleanOptionalAction, default=None,
                    help="verify every program of the Fig. 7/8 runs (the cost run's check; "
                         "default: with --quick only)")
@@ -145,6 +157,12 @@ def repro(args: argparse.Namespace) -> int:
             if any(a.startswith("frontend=") for a in assumed):
                 raise UsageError("--frontend and --assume frontend=... both given")
             assumed.append(f"frontend={args.frontend}")
+        if args.device_ext is not None:
+            if any(a.startswith("device_ext=") for a in assumed):
+                raise UsageError("--device-ext and --assume device_ext=... both given")
+            assumed.append(f"device_ext={args.device_ext}")
+        if len(set(args.what_if)) != len(args.what_if):
+            raise UsageError("--what-if names an axis twice")
         try:
             assumptions = parse(assumed)
         except ValueError as e:
@@ -159,7 +177,7 @@ def repro(args: argparse.Namespace) -> int:
         scale = scale.with_(models=models, fig8_models=models)
     if args.check is not None:
         scale = scale.with_(check=args.check)
-    scale = scale.with_(assumptions=assumptions)
+    scale = scale.with_(assumptions=assumptions, what_if=tuple(args.what_if))
     show = args.progress if args.progress is not None else sys.stderr.isatty()
     store = Store(out / "tasks")
     interrupt.keep(lambda: f"kept {_results(len(list(store.folder.glob('*.json'))))} in "
@@ -210,6 +228,10 @@ def _argv(args: argparse.Namespace) -> list[str]:
         out += ["--assume", a]
     if args.frontend is not None:
         out += ["--frontend", args.frontend]
+    if args.device_ext is not None:
+        out += ["--device-ext", args.device_ext]
+    for a in args.what_if:
+        out += ["--what-if", a]
     if args.workers != DEFAULT_WORKERS:
         out += ["--workers", str(args.workers)]
     if args.ray is not None:

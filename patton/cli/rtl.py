@@ -44,7 +44,10 @@ and ``check``, their reports), :mod:`patton.tb.builds` (the players) and
 process, row count and timing profile (and cached on disk under ``build/``). ``--timing``
 (default ``aimsim-0f28a07``) sets the profile of the cycle model, of the RTL's timing checker
 (generated from it) and of the ``verify`` it is compared with; the JSON output names it
-(``"timing"``).
+(``"timing"``). ``--device-ext`` (default ``aim``) sets the device extension set of all of them
+(``aim+wr16``: the RTL channel decodes and executes WR16, the trace may use WR_ABK_OPEN); the
+JSON output names it (``"device_ext"``, after ``"timing"``) when it is not ``aim``. A trace or
+schedule that uses an extension the set lacks exits 2, naming the set that has it.
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ from typing import TYPE_CHECKING
 
 from patton.cli.options import (
     SEED,
+    add_device_ext_option,
     add_strict_option,
     add_timing_option,
     check_file,
@@ -71,6 +75,7 @@ from patton.cli.options import (
 from patton.sim import readouts as readouts_format
 from patton.sim import schedule as schedule_format
 from patton.sim.device import DEVICE
+from patton.sim.extensions import DEFAULT_EXT, NotOnDeviceError
 from patton.tb import builds, coverage_report, validate
 from patton.tb.closure import close
 from patton.tb.driver import DRAIN, DRAIN_MARGIN
@@ -134,10 +139,11 @@ def _building(message: str, out: _Output) -> None:
     print(f"{message}, cached under build/{log}", file=sys.stderr, flush=True)
 
 
-def _player(rows: int, waves: str | None, timing: str, out: _Output) -> SchedulePlayer:
+def _player(rows: int, waves: str | None, timing: str, out: _Output,
+            ext: str = DEFAULT_EXT) -> SchedulePlayer:
     """:func:`patton.tb.builds.player`, saying when it builds, with the build's output sent to
     ``out``."""
-    pending = builds.pending_build(rows, waves, timing)
+    pending = builds.pending_build(rows, waves, timing, ext=ext)
     if pending == "verilog":
         _building(f"building the RTL channel (rows {rows}): the sources changed since its "
                   f"last build, regenerating its Verilog (seconds; a minute if the Verilog "
@@ -145,17 +151,17 @@ def _player(rows: int, waves: str | None, timing: str, out: _Output) -> Schedule
     elif pending == "new":
         _building(f"building the RTL channel (rows {rows}): about a minute", out)
     with out():
-        return builds.player(rows, waves, timing)
+        return builds.player(rows, waves, timing, ext)
 
 
-def _coverage_player(timing: str, out: _Output) -> SchedulePlayer:
+def _coverage_player(timing: str, out: _Output, ext: str = DEFAULT_EXT) -> SchedulePlayer:
     """:func:`patton.tb.builds.coverage_player`, saying when it builds, with the build's output
     sent to ``out``."""
-    if builds.pending_build(DEFAULT_ROWS, timing=timing, coverage=True):
+    if builds.pending_build(DEFAULT_ROWS, timing=timing, coverage=True, ext=ext):
         _building(f"building the RTL channel with line and toggle coverage (rows "
                   f"{DEFAULT_ROWS}): about two minutes", out)
     with out():
-        return builds.coverage_player(timing)
+        return builds.coverage_player(timing, ext)
 
 
 class _ToolFailure(Exception):
@@ -251,7 +257,7 @@ def _cycles_lines(model_label: str, model_cycles: int, rtl_cycles: int,
 
 def _run_checked(args: argparse.Namespace) -> int:
     started = time.perf_counter()
-    read, notes = read_trace(args.trace, args.strict, quiet=args.json)
+    read, notes = read_trace(args.trace, args.strict, quiet=args.json, ext=args.device_ext)
     program = list(read)
     waves = _wave_format(args.waves) if args.waves is not None else None
     if waves is not None and waves not in ("vcd", "fst"):
@@ -265,12 +271,13 @@ def _run_checked(args: argparse.Namespace) -> int:
         readouts_format.check(args.readouts)
     try:
         trace = validate.prepare_trace(program, str(args.trace), rows=args.rows,
-                                       seed=args.seed, timing=args.timing, waves=waves)
-    except RowsError as error:
+                                       seed=args.seed, timing=args.timing, waves=waves,
+                                       ext=args.device_ext)
+    except (RowsError, NotOnDeviceError) as error:
         return _error(str(error), args.json)
     out = _Output("run", args.verbose)
     play = _tool("building the RTL channel", out,
-                 lambda: _player(trace.rows, waves, args.timing, out))
+                 lambda: _player(trace.rows, waves, args.timing, out, args.device_ext))
     if waves:
         validate.clear_waves(trace)
     replaying = time.perf_counter()
@@ -306,7 +313,8 @@ def _print_run(args: argparse.Namespace, trace: validate.PreparedTrace,
     model = trace.model
     print(f"trace      {args.trace} ({trace.filled} payload(s) filled, seed {args.seed})")
     print(f"model      {model.cycles} cycles, {model.commands} commands on "
-          f"{len(model.command_counts)} channel(s), timing {args.timing}")
+          f"{len(model.command_counts)} channel(s), timing {args.timing}"
+          + _on(args.device_ext))
     print(f"rtl        {len(replays)} distinct schedule(s) replayed, "
           f"{report['replayed_commands']} commands (--rows {trace.rows}"
           f"{', chosen from the trace' if args.rows is None else ''})")
@@ -353,12 +361,12 @@ def _check_checked(args: argparse.Namespace) -> int:
     commands = schedule_format.read(args.schedule)
     try:
         sched = validate.prepare_schedule(commands, str(args.schedule), rows=args.rows,
-                                          timing=args.timing)
-    except RowsError as error:
+                                          timing=args.timing, ext=args.device_ext)
+    except (RowsError, NotOnDeviceError) as error:
         return _error(str(error), args.json)
     out = _Output("check", args.verbose)
     play = _tool("building the RTL channel", out,
-                 lambda: _player(sched.rows, None, args.timing, out))
+                 lambda: _player(sched.rows, None, args.timing, out, args.device_ext))
     replaying = time.perf_counter()
     replays = _tool("the RTL replay", out, lambda: validate.replay_schedule(
         play, sched, around=out, note=_note(out, play.timing.quiet), jobs=args.jobs,
@@ -382,6 +390,7 @@ def _print_check(args: argparse.Namespace, sched: validate.PreparedSchedule,
           f"{len(replays)} distinct channel schedule(s) replayed (--rows {sched.rows}"
           f"{', chosen from the schedule' if args.rows is None else ''})")
     print(f"model      {report['model_violations']} violation(s), timing {args.timing}"
+          + _on(args.device_ext)
           + (f", {bus} bus conflict(s) (not replayed)" if bus else ""))
     for v in sched.found[:_SHOW]:
         print(f"  {v.located(args.schedule)}")
@@ -463,10 +472,10 @@ def _coverage_checked(args: argparse.Namespace) -> int:
     out = _Output("coverage", args.verbose)
     if args.code:
         play = _tool("building the RTL channel with coverage", out,
-                     lambda: _coverage_player(args.timing, out))
+                     lambda: _coverage_player(args.timing, out, args.device_ext))
     else:
         play = _tool("building the RTL channel", out,
-                     lambda: _player(DEFAULT_ROWS, None, args.timing, out))
+                     lambda: _player(DEFAULT_ROWS, None, args.timing, out, args.device_ext))
     stream = os.fdopen(os.dup(2), "w")  # the progress bar, past the simulator's redirection
     bar = tqdm(total=None, unit=" bins", file=stream, disable=args.json or None,
                desc="coverage", leave=False)
@@ -497,6 +506,7 @@ def _coverage_checked(args: argparse.Namespace) -> int:
     except coverage_report.CountsError as error:
         return _error(f"{error}; {out.where()}", args.json)
     if args.json:
+        # the figures name the device extension set (``device_ext``) when it is not aim
         _emit({**written.figures, "out": str(folder), "timing": args.timing})
     else:
         code = [written.code] if written.code else []
@@ -523,12 +533,18 @@ def _jobs_option(verb: argparse.ArgumentParser) -> None:
 
 
 def _common(verb: argparse.ArgumentParser) -> None:
-    """The options every ``rtl`` verb has: ``--json``, ``-v``, ``--timing``."""
+    """The options every ``rtl`` verb has: ``--json``, ``-v``, ``--timing``, ``--device-ext``."""
     verb.add_argument("--json", action="store_true", help="print one JSON object")
     verb.add_argument("-v", "--verbose", action="store_true",
                       help="show the make/Verilator/cocotb output (default: into a log file "
                            "under build/runs/, named on failure)")
     add_timing_option(verb)
+    add_device_ext_option(verb)
+
+
+def _on(ext: str) -> str:
+    """`` on <ext>`` after a timing profile in the human summaries; nothing on ``aim``."""
+    return "" if ext == DEFAULT_EXT else f" on {ext}"
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:

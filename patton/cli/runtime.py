@@ -1,15 +1,17 @@
 """``patton runtime ...``: the PATTON runtime's sub-commands.
 
 ``patton runtime scenario [--model M] [--requests N] [--steps N] [--seed S] [--layers L]
-[--mem-baseline] [--trace OUT] [--json]``
+[--mem-baseline] [--device-ext SET] [--trace OUT] [--json]``
     Serve random multi-turn conversations through the embedded engine with PATTON attached, on
     the cycle and functional models (prefill chunks, decode across block boundaries, prefix
     hits, preemption and eviction under a tight block pool, block-id reuse), checking every
     step: every KV element's placement, every commit, every QK^T and SV result, every schedule
     against the timing rules, the engine/runtime mirror. Then serve the same workload without
     the Commit Zone, and report the single-token Value writes' row activations, cycles and
-    energy of both. ``--trace`` writes every program of the Commit Zone run, in order, as one
-    replayable trace.
+    energy of both. ``--device-ext aim+wr16`` serves every run on a device with the open-row
+    all-bank write, which the Commit Zone's single-token Value writes then use (WR_ABK_OPEN).
+    ``--trace`` writes every program of the Commit Zone run, in order, as one replayable
+    trace.
 
 :func:`add_parser` registers the group on the ``patton`` command's sub-parsers.
 """
@@ -23,13 +25,14 @@ import sys
 import time
 from typing import Any
 
-from patton.cli.options import SEED, integer
+from patton.cli.options import SEED, add_device_ext_option, integer
 from patton.runtime.models import MODELS, model
 from patton.runtime.patton.config import Config
 from patton.runtime.patton.variants import VARIANTS
 from patton.serving.checks import TOLERANCE
 from patton.serving.scenario import Scenario, Served, run
 from patton.sim import trace
+from patton.sim.extensions import DEFAULT_EXT, ext_field
 from patton.sim.isa import Instruction, Opcode
 from patton.sim.program import Program
 from patton.sim.schedule import check_writable
@@ -61,6 +64,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                     help="layers to lay out and run (all layers are laid out alike; default 1)")
     sc.add_argument("--mem-baseline", action="store_true",
                     help="also time the no-CZ ablation with W MEM single-token writes")
+    add_device_ext_option(sc)
     sc.add_argument("--trace", metavar="OUT", help="write the PATTON run's programs as a trace")
     sc.add_argument("--json", action="store_true", help="print one JSON object")
     sc.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
@@ -103,14 +107,16 @@ class _Programs:
 
 
 def _run(config: Config, sc: Scenario, index: int, show: bool,
-         extra: list[object] | None = None) -> Served:
-    """Serve the scenario on run ``index`` of :data:`RUNS`; only PATTON's run is checked (the
-    others are served for their Value writes' figures)."""
+         extra: list[object] | None = None, device_ext: str = DEFAULT_EXT) -> Served:
+    """Serve the scenario on run ``index`` of :data:`RUNS` on a device of extension set
+    ``device_ext``; only PATTON's run is checked (the others are served for their Value
+    writes' figures)."""
     _, label, variant = RUNS[index]
     bar = _Bar(label, sc.steps) if show else None
     try:
         return run(config, sc, variant, check=index == 0,
-                   observers=[*(extra or []), *([bar] if bar else [])])
+                   observers=[*(extra or []), *([bar] if bar else [])],
+                   device_ext=device_ext)
     finally:
         if bar is not None:
             bar.bar.close()
@@ -141,18 +147,20 @@ def scenario(args: argparse.Namespace) -> int:
     config = Config(model(args.model), layers=args.layers)
     sc = Scenario(requests=args.requests, steps=args.steps, seed=args.seed)
     programs = _Programs() if args.trace else None
-    cz = _run(config, sc, 0, show, [programs] if programs is not None else None)
+    ext = args.device_ext
+    cz = _run(config, sc, 0, show, [programs] if programs is not None else None, ext)
     if programs is not None:
         trace.write(args.trace, programs.instructions + [Instruction(Opcode.EOC)])
-    runs = {"cz": cz, "no_cz": _run(config, sc, 1, show)}
+    runs = {"cz": cz, "no_cz": _run(config, sc, 1, show, device_ext=ext)}
     if args.mem_baseline:
-        runs["no_cz_mem"] = _run(config, sc, 2, show)
+        runs["no_cz_mem"] = _run(config, sc, 2, show, device_ext=ext)
     assert cz.checks is not None
     total, acc = cz.checks.total, cz.checks.accuracy
     writes = {k: _value_writes(r) for k, r in runs.items()}
     report: dict[str, Any] = {
         "model": args.model, "requests": args.requests, "steps": args.steps,
         "seed": args.seed, "layers": args.layers, "ch_per_head": config.ch_per_head,
+        **ext_field(ext),
         "served": cz.run.report().as_dict(), "events": dict(cz.counts.events),
         "refusals": cz.attached.refused, "placement_evictions": cz.attached.placement_evictions,
         "attention_checks": total.attentions,
@@ -189,7 +197,7 @@ def _table(r: dict) -> None:
     served, events = r["served"], r["events"]
     print(f"scenario   {r['model']}, {r['requests']} client(s), {r['steps']} scheduler step(s), "
           f"seed {r['seed']}, {r['layers']} layer(s), {r['ch_per_head']} channel(s) per KV "
-          f"head")
+          f"head" + (f", device {r['device_ext']}" if "device_ext" in r else ""))
     print(f"served     {served['requests']} request(s) finished, {r['prefill_tokens']:,} "
           f"prefill tokens, hit rate {served['hit_rate']:.3f}, {served['preemptions']} "
           "preemption(s); block events " + ", ".join(f"{k} {v}" for k, v in events.items())
@@ -220,4 +228,8 @@ def _table(r: dict) -> None:
           "their O1V: WR_ABK per Value row" + (", or W MEM per bank" if "no_cz_mem" in keys
                                                else "; --mem-baseline adds per-bank W MEM")
           + ")")
+    if "device_ext" in r:
+        print(f"(device {r['device_ext']}: the Commit Zone's single-token Value writes are one "
+              "WR_ABK_OPEN per head, channel and Value row, its commits W MEM; no CZ's WR_ABK "
+              "are WR_ABK_OPEN, sorted by row)")
     print(f"result     {'OK' if r['ok'] else 'FAIL'} in {r['wall_seconds']:.1f} s")

@@ -43,6 +43,8 @@ from patton.runtime.patton.metadata import (
 from patton.runtime.patton.writes import WriteProgram, Writer, Writes
 from patton.runtime.programs.attention import AttentionCache
 from patton.runtime.programs.plans import QkPlan, SvPlan
+from patton.sim.extensions import DEFAULT_EXT
+from patton.sim.extensions import device_ext as _ext
 from patton.sim.isa import Instruction
 from patton.sim.program import Program
 
@@ -62,6 +64,16 @@ class Runtime:
         token_op: how :attr:`WriteMode.NO_CZ` writes a single Value token into its O1V: ``"abk"``
             (one ``WR_ABK`` per Value row, the default: fewest commands and cycles) or
             ``"mem"`` (one masked ``W MEM`` per bank and Value row, as the paper describes).
+        device_ext: the device's extension set (:data:`patton.sim.extensions.EXTENSIONS`,
+            default ``"aim"``). With the extension ``wr16`` (``"aim+wr16"``) and the Commit
+            Zone, a single-token Value write into a CZ slot is one ``WR_ABK_OPEN`` per head,
+            channel and Value row instead of one ``W MEM`` per bank as well; without the
+            Commit Zone and with ``token_op="abk"``, a single-token Value write into its O1V
+            is one ``WR_ABK_OPEN`` per head, channel and Value row instead of a ``WR_ABK``,
+            a write call's sorted by row (the requests sharing a VRS open each row once);
+            every other program, and every program under ``"aim"``, is the same. The
+            programs then run only on a device (an executor's timing table) with that
+            extension.
 
     Attributes:
         blocks: bound blocks by engine block id.
@@ -72,9 +84,10 @@ class Runtime:
     """
 
     def __init__(self, config: Config, mode: WriteMode = WriteMode.PATTON, *,
-                 token_op: str = "abk") -> None:
+                 token_op: str = "abk", device_ext: str = DEFAULT_EXT) -> None:
         if token_op not in TOKEN_OPS:
             raise ValueError(f"token_op must be one of {', '.join(TOKEN_OPS)}, not {token_op!r}")
+        self.device_ext = _ext(device_ext).name  # UnknownExtensionError (a ValueError)
         self.config = config
         self.mode = mode
         self.token_op = token_op
@@ -84,7 +97,8 @@ class Runtime:
         # placements by granule position (Config's address arithmetic, done once per position)
         self._kplaces: dict[tuple[int, int], KeyPlace] = {}
         self._vplaces: dict[tuple[int, int], ValuePlace] = {}
-        self.writer = Writer(config, mode, token_op, self.alloc, self.blocks, self.requests)
+        self.writer = Writer(config, mode, token_op, self.alloc, self.blocks, self.requests,
+                             self.device_ext)
         self.attention = AttentionCache(config, self.blocks, self.requests)
 
     # ------------------------------------------------------------------ lookups

@@ -28,6 +28,7 @@ from patton.runtime.errors import ConfigError
 from patton.runtime.patton.config import Config
 from patton.runtime.patton.lifecycle import TOKEN_OPS, Runtime
 from patton.runtime.patton.metadata import WriteMode
+from patton.sim.extensions import DEFAULT_EXT
 
 __all__ = ["Variant", "VARIANTS", "variant"]
 
@@ -59,9 +60,13 @@ class Variant:
         return config if self.o2v else dataclasses.replace(config,
                                                            o2v_blocks=config.device.columns)
 
-    def runtime(self, config: Config) -> Runtime:
-        """A fresh runtime of this variant on ``config``'s geometry."""
-        return Runtime(self.config(config), self.mode, token_op=self.token_op)
+    def runtime(self, config: Config, device_ext: str = DEFAULT_EXT) -> Runtime:
+        """A fresh runtime of this variant on ``config``'s geometry, for a device of extension
+        set ``device_ext`` (:class:`~patton.runtime.patton.lifecycle.Runtime`: only the
+        single-token Value writes into CZ slots, and the no-CZ ones of ``token_op="abk"``,
+        depend on it)."""
+        return Runtime(self.config(config), self.mode, token_op=self.token_op,
+                       device_ext=device_ext)
 
 
 #: The paper's variants by name.

@@ -15,6 +15,13 @@ write programs on one of two paths:
   (:func:`~patton.runtime.programs.token_writes.commit_writes`).
 
 Both leave the same state and emit the same instructions (``tests/test_runtime_tables.py``).
+A single-token Commit Zone Value write is one masked ``W MEM`` per (head, channel, Value row,
+bank) on AiM, and one ``WR_ABK_OPEN`` per (head, channel, Value row) on a device with the
+extension ``wr16`` (:attr:`Writer.cz_op`). Without the Commit Zone, a single-token Value write
+that is one ``WR_ABK`` per (head, channel, Value row) on AiM (``token_op="abk"``) is one
+``WR_ABK_OPEN`` each on ``wr16``, a write call's sorted by row
+(:func:`~patton.runtime.programs.write_programs.o1v16_writes`, :attr:`Writer.o1v_op`);
+everything else is the same on every device.
 """
 
 from __future__ import annotations
@@ -30,7 +37,9 @@ from patton.runtime.patton.allocator import Allocator
 from patton.runtime.patton.config import Config
 from patton.runtime.patton.metadata import BlockMeta, CzPlace, RequestState, WriteMode, block_of
 from patton.runtime.programs import write_programs as wp
-from patton.runtime.programs.token_writes import TokenBatch, commit_writes
+from patton.runtime.programs.token_writes import CZ_OPS, TokenBatch, commit_writes
+from patton.sim import extensions
+from patton.sim.extensions import DEFAULT_EXT
 from patton.sim.isa import Instruction
 from patton.sim.program import Program, concat
 
@@ -80,6 +89,7 @@ class _Parts:
 
     key: list[tuple] = field(default_factory=list)  # Key pieces, in order
     value: list[tuple[str, tuple]] = field(default_factory=list)  # ("abk"|"mem", piece)
+    o1v16: list[tuple] = field(default_factory=list)  # no-CZ WR_ABK_OPEN token pieces
     cz: list[tuple[tuple[int, int, int], tuple]] = field(default_factory=list)  # sort key
     commit: list[tuple] = field(default_factory=list)  # full-block O1V pieces
 
@@ -93,17 +103,35 @@ class Writer:
     :class:`TokenBatch` programs. Every method checks before it mutates.
 
     Args:
-        config, mode, token_op: as for :class:`~patton.runtime.patton.lifecycle.Runtime`.
+        config, mode, token_op, device_ext: as for
+            :class:`~patton.runtime.patton.lifecycle.Runtime`.
         alloc: the runtime's allocator.
         blocks: the runtime's bound blocks by id.
         requests: the runtime's live requests by id.
+
+    Attributes:
+        cz_op: how a single-token Value write into a CZ slot is issued: ``"wr16"`` (one
+            ``WR_ABK_OPEN`` per head, channel and Value row) with the Commit Zone on a device
+            with the extension ``wr16``, else ``"mem"`` (one ``W MEM`` per bank as well).
+            Fixed for the writer's life, so its kept decode-step programs never mix the two.
+        o1v_op: how :attr:`WriteMode.NO_CZ` writes a single Value token into its O1V:
+            ``token_op`` (``"abk"``: one ``WR_ABK`` per head, channel and Value row;
+            ``"mem"``: one ``W MEM`` per bank as well), except ``"wr16"`` for ``"abk"`` on a
+            device with the extension ``wr16`` (one ``WR_ABK_OPEN`` each, a write call's
+            sorted by row after its other Value writes).
     """
 
     def __init__(self, config: Config, mode: WriteMode, token_op: str, alloc: Allocator,
-                 blocks: dict[int, BlockMeta], requests: dict[int, RequestState]) -> None:
+                 blocks: dict[int, BlockMeta], requests: dict[int, RequestState],
+                 device_ext: str = DEFAULT_EXT) -> None:
         self.config = config
         self.mode = mode
         self.token_op = token_op
+        wr16 = extensions.device_ext(device_ext).has("wr16")
+        self.cz_op = "wr16" if wr16 and mode is WriteMode.PATTON else "mem"
+        assert self.cz_op in CZ_OPS
+        self.o1v_op = "wr16" if wr16 and mode is WriteMode.NO_CZ and token_op == "abk" \
+            else token_op
         self.alloc = alloc
         self.blocks = blocks
         self.requests = requests
@@ -200,8 +228,13 @@ class Writer:
         self._apply(items, parts)
         c = self.config
         parts.cz.sort(key=lambda part: part[0])
-        values = parts.value + [("mem", piece) for _, piece in parts.cz]
+        wr16 = self.cz_op == "wr16"  # single-token CZ pieces as WR_ABK_OPEN
+        values = parts.value + [("cz16" if wr16 and piece[3].shape[0] == 1 else "mem", piece)
+                                for _, piece in parts.cz]
+        values += [("o1v16", piece) for piece in parts.o1v16]  # one run, sorted by row
         runs = [wp.abk_writes(c, [p for _, p in run]) if kind == "abk"
+                else wp.o1v16_writes(c, [p for _, p in run]) if kind == "o1v16"
+                else wp.cz16_writes(c, [p for _, p in run]) if kind == "cz16"
                 else wp.value_writes(c, [p for _, p in run], self._addresses)
                 for kind, run in groupby(values, key=lambda v: v[0])]
         key = wp.key_writes(c, parts.key, self._addresses) if parts.key else concat([])
@@ -287,7 +320,8 @@ class Writer:
         key = TokenBatch.key_of(metas, cz)
         batch = self._tokens.get(key)
         if batch is None:
-            batch = self._tokens[key] = TokenBatch.of(c, metas, cz, self._recycle(n, cz))
+            batch = self._tokens[key] = TokenBatch.of(c, metas, cz, self._recycle(n, cz),
+                                                      op=self.cz_op)
         if len(batch.slots) == n:
             self._shadows[batch.slots, :, t0 if uniform else starts] = values
         elif len(batch.slots):
@@ -378,7 +412,9 @@ class Writer:
         n = keys.shape[1]
         layers = range(c.n_layers)
         parts.key += [(layer, meta.key, start, keys[layer]) for layer in layers]
-        if self.mode is WriteMode.NO_CZ:
+        if self.mode is WriteMode.NO_CZ and n == 1 and self.o1v_op == "wr16":
+            parts.o1v16 += [(layer, meta.value, start, values[layer]) for layer in layers]
+        elif self.mode is WriteMode.NO_CZ:
             kind = "abk" if n == 1 and self.token_op == "abk" else "mem"
             parts.value += [(kind, (layer, meta.value, start, values[layer]))
                             for layer in layers]

@@ -15,11 +15,17 @@ only the ``H * D`` token words per block and layer and never has to clear the la
 previous step wrote. When every token of the step has the same offset (a synchronised batch),
 the program shifts its payload view instead of its offsets, and the masks and banks are one
 broadcast value: nothing per burst is rewritten but the token word.
+
+On a device with the extension ``wr16`` the Commit Zone Value writes are ``WR_ABK_OPEN``
+instead (``op="wr16"``, :func:`write_programs.cz16_writes`): one per (head, channel, Value row
+``i``) whose 16 words are the token's dimensions ``p * D/P + 16 i ..`` of the head, one per
+bank, so the payload is the step's Values as they are (``H * D`` contiguous words per piece,
+instruction ``k`` at ``16 k``) and a step rewrites them and the lane masks, nothing else.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -27,11 +33,16 @@ import numpy as np
 from patton.runtime.patton.config import Config
 from patton.runtime.patton.metadata import BlockMeta, ValuePlace
 from patton.runtime.programs.write_programs import value_order
-from patton.sim.isa import Opcode
+from patton.sim.isa import Opcode, channel_bit
 from patton.sim.program import OP_ID, UNSET, Program
 from patton.sim.program import same as _same
 
-__all__ = ["TokenBatch", "commit_writes"]
+__all__ = ["CZ_OPS", "TokenBatch", "commit_writes"]
+
+#: How a :class:`TokenBatch` issues its Commit Zone Value writes: ``"mem"`` (one masked ``W MEM``
+#: per head, channel, Value row and bank) or ``"wr16"`` (one ``WR_ABK_OPEN`` per head, channel
+#: and Value row: device extension ``wr16``).
+CZ_OPS = ("mem", "wr16")
 
 
 def _ro(a: np.ndarray) -> np.ndarray:
@@ -60,6 +71,45 @@ def _pattern(cfg: Config, n: int) -> tuple[np.ndarray, ...]:
     return out
 
 
+@lru_cache(maxsize=16)
+def _abk_pattern(cfg: Config, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Return read-only (channel mask, start) of ``n`` all-bank writes in pieces.
+
+    The channel masks follow :func:`write_programs.cz16_writes`' (head, channel, Value row)
+    order; ``start`` is ``banks * k`` (instruction ``k``'s 16 words).
+    """
+    h, p, rv = cfg.heads, cfg.ch_per_head, cfg.v_rows
+    g, pp, _ = (a.ravel() for a in np.indices((h, p, rv)))
+    bit = np.array([channel_bit(c) for c in range(cfg.device.channels)], dtype=np.int64)
+    k = -(-n // len(g))
+    out = (np.tile(bit[g * p + pp], k)[:n], np.arange(n, dtype=np.int64) * cfg.device.banks)
+    for a in out:
+        a.flags.writeable = False
+    return out
+
+
+def _slot_addresses(cfg: Config, vkeys: list[tuple[int, int, int]], old: TokenBatch | None,
+                    vrow: np.ndarray, vcol: np.ndarray) -> None:
+    """Fill the CZ Value writes' rows ``vrow`` ``(pieces, n)`` and columns ``vcol``
+    ``(pieces, heads x P, Rv[, banks])`` for the slots ``vkeys`` ``(layer, CRS row, col0)``:
+    every piece's, or, when ``old`` (the batch whose arrays these are) differs in a few
+    slots only, those pieces' (the rest kept their sorted position)."""
+    steps = np.arange(cfg.v_rows).reshape((cfg.v_rows,) + (1,) * (vcol.ndim - 3))
+    moved = None if old is None else \
+        [i for i, (a, b) in enumerate(zip(old.vkeys, vkeys)) if a != b]
+    if moved is None or len(moved) > 4:
+        vrow[:] = np.array([[cfg.row(layer, row)] for layer, row, _ in vkeys],
+                           dtype=np.int64).reshape(len(vkeys), 1)
+        col0 = np.array([c0 for _, _, c0 in vkeys], dtype=np.int64)
+        np.add(col0.reshape((len(vkeys), 1, 1) + (1,) * (vcol.ndim - 3)), steps[None, None],
+               out=vcol)
+        return
+    for i in moved:
+        layer, row, c0 = vkeys[i]
+        vrow[i] = cfg.row(layer, row)
+        np.add(steps[None], c0, out=vcol[i])
+
+
 @dataclass(slots=True)
 class TokenBatch:
     """The Key and Commit Zone Value bursts of one token per block, for a fixed list of blocks.
@@ -68,11 +118,16 @@ class TokenBatch:
     leaves the block partial (its Value goes to its CZ slot, in :attr:`value`) or fills it
     (its Value goes out with the caller's commit, not here). Key pieces are (item, layer) in
     item-major order, as :meth:`Runtime.write_program` emits them; CZ pieces are sorted by
-    (layer, CRS row, first burst), each piece's bursts as :func:`write_programs.value_writes`.
+    (layer, CRS row, first burst), each piece's bursts as :func:`write_programs.value_writes`
+    (``op == "mem"``) or its ``WR_ABK_OPEN`` s as :func:`write_programs.cz16_writes`
+    (``op == "wr16"``).
 
     Invariants: every field of :attr:`key` but ``bank``, and of :attr:`value` but ``start``,
     ``mask`` and ``data``, is fixed at construction and follows ``kparams`` / ``vkeys``;
-    ``vdata`` is zero except at the token words ``LEAD + j * lanes``; ``metas`` keeps the blocks alive, so the ``id`` key of a batch
+    with ``op == "mem"`` ``vdata`` is zero except at the token words ``LEAD + j * lanes``,
+    with ``op == "wr16"`` it is the CZ pieces' Values (``(pieces, H * D)``) and only ``mask``
+    changes per step; ``op`` is fixed (a writer's batches, and the ones built from them, all
+    have its one op); ``metas`` keeps the blocks alive, so the ``id`` key of a batch
     (:meth:`key_of`) cannot name another block while the batch is cached.
 
     Programs returned by :meth:`fill` are views of this batch's buffers: they stay valid until
@@ -85,9 +140,10 @@ class TokenBatch:
     value: Program  # CZ Value bursts (start, mask and payload view set per step)
     src: np.ndarray  # per CZ piece: its (item * layers + layer) row of the step's Values
     order: str  # "item": src is 0, 1, ...; "layer": layer-major over all items; or "gather"
-    base: np.ndarray  # (CZ pieces, H * D): the token word of each burst in vdata
+    base: np.ndarray  # (CZ pieces, H * D): the token word of each burst in vdata ("mem"), or
+    # (CZ pieces, H * P * Rv): each WR_ABK_OPEN's payload start ("wr16")
     kdata: np.ndarray  # Key payload buffer, (items, layers, heads, D)
-    vdata: np.ndarray  # sliding-window Value payload buffer
+    vdata: np.ndarray  # sliding-window Value payload buffer ("mem"), the Values ("wr16")
     tokens: np.ndarray  # view of vdata's token words: (items, layers, H, D) for order "item",
     # (layers, items, H, D) for "layer", (CZ pieces, H * D) for "gather"
     windows: dict[int, np.ndarray]  # per offset t met so far: read-only vdata from LEAD - t
@@ -95,6 +151,7 @@ class TokenBatch:
     bufs: dict[str, np.ndarray]  # the writable arrays behind the programs (for recycling)
     kparams: np.ndarray  # (items, 3): each item's O1K (p, row, col)
     vkeys: list[tuple[int, int, int]]  # per CZ piece, in order: (layer, CRS row, first burst)
+    op: str = "mem"  # one of CZ_OPS: the CZ Value writes' instruction
 
     @staticmethod
     def key_of(metas: Sequence[BlockMeta], cz: Sequence[bool]) -> tuple:
@@ -103,8 +160,11 @@ class TokenBatch:
 
     @classmethod
     def of(cls, cfg: Config, metas: Sequence[BlockMeta], cz: Sequence[bool],
-           old: TokenBatch | None = None) -> TokenBatch:
+           old: TokenBatch | None = None, *, op: str = "mem") -> TokenBatch:
         """Build the batch for ``metas`` (every ``cz`` block's slot already taken).
+
+        ``op`` (one of :data:`CZ_OPS`) is how the CZ Value writes are issued; ``old`` must
+        have the same one.
 
         ``old`` is a batch that is no longer used: its buffers are taken over where they fit
         (fresh memory costs a page fault per 4 KB when first written) and patched rather than
@@ -165,6 +225,10 @@ class TokenBatch:
         src = np.array([k for _, k in order], dtype=np.int64)
         slots = np.array([meta.slot for i, meta in enumerate(metas) if cz[i]], dtype=np.int64)
         nv, per = len(src), h * d
+        if op != "mem":
+            assert op in CZ_OPS and (old is None or old.op == op), (op, old and old.op)
+            return cls._wr16(cfg, metas, slots, key, src, vkeys, kdata, bufs, kparams, old,
+                             buf)
         lead = lanes - 1
         if not buf("vdata", (lead + nv * per * lanes,), np.uint16):
             bufs["vdata"][:] = 0
@@ -172,20 +236,7 @@ class TokenBatch:
         shape5 = (nv, h * cfg.ch_per_head, cfg.v_rows, cfg.device.banks)
         kept = buf("vrow", (nv, per)) & buf("vcol", shape5)
         vrow, vcol = bufs["vrow"], bufs["vcol"]
-        moved = None if not (kept and old is not None) else \
-            [i for i, (a, b) in enumerate(zip(old.vkeys, vkeys)) if a != b]
-        if moved is None or len(moved) > 4:
-            vrow[:] = np.array([[cfg.row(layer, row)] for layer, row, _ in vkeys],
-                               dtype=np.int64).reshape(nv, 1)
-            col0 = np.array([c0 for _, _, c0 in vkeys], dtype=np.int64)
-            np.add(col0[:, None, None, None], np.arange(cfg.v_rows)[None, None, :, None],
-                   out=vcol)
-        else:  # a few CZ pieces changed slot (the rest kept their sorted position)
-            rows = np.arange(cfg.v_rows)[None, :, None]
-            for i in moved:
-                layer, row, c0 = vkeys[i]
-                vrow[i] = cfg.row(layer, row)
-                np.add(rows, c0, out=vcol[i])
+        _slot_addresses(cfg, vkeys, old if kept else None, vrow, vcol)
         n = nv * per
         chan, bank, start, base = _pattern(cfg, n)
         value = Program(_same(n, OP_ID[Opcode.WR_MEM]), _same(n, UNSET), _same(n, UNSET),
@@ -202,6 +253,43 @@ class TokenBatch:
         windows = old.windows if old is not None and old.vdata is vdata else {}
         return cls(tuple(metas), slots, key, value, src, how, base.reshape(-1, per), kdata,
                    vdata, tokens, windows, lanes, bufs, kparams, vkeys)
+
+    @classmethod
+    def _wr16(cls, cfg: Config, metas: Sequence[BlockMeta], slots: np.ndarray, key: Program,
+              src: np.ndarray, vkeys: list[tuple[int, int, int]], kdata: np.ndarray,
+              bufs: dict[str, np.ndarray], kparams: np.ndarray, old: TokenBatch | None,
+              buf: Callable[..., bool]) -> TokenBatch:
+        """Finish :meth:`of` with ``op="wr16"``: the CZ Value writes as ``WR_ABK_OPEN``.
+
+        Instruction ``k`` = (piece, g, p, i) writes CRS row ``cfg.row(layer, row)``, column
+        ``col0 + i``; its payload is words ``16 k ..`` of ``vdata`` = the pieces' ``(H * D)``
+        Values. ``buf`` takes ``old``'s arrays over as in :meth:`of`, and kept addresses are
+        patched as there.
+        """
+        m, nl, lanes = len(metas), cfg.n_layers, cfg.device.lanes
+        h, d, rv = cfg.heads, cfg.d_head, cfg.v_rows
+        nv, per = len(src), h * cfg.ch_per_head * rv
+        buf("vdata", (nv, h * d), np.uint16)  # every word rewritten by each step
+        vdata = bufs["vdata"]
+        shape3 = (nv, h * cfg.ch_per_head, rv)
+        kept = buf("vrow", (nv, per)) & buf("vcol", shape3)
+        vrow, vcol = bufs["vrow"], bufs["vcol"]
+        _slot_addresses(cfg, vkeys, old if kept else None, vrow, vcol)
+        n = nv * per
+        cmask, start = _abk_pattern(cfg, n)
+        value = Program(_same(n, OP_ID[Opcode.WR_ABK_OPEN]), _same(n, UNSET), _same(n, 0),
+                        cmask, _same(n, UNSET), _ro(vrow).reshape(-1), _same(n, UNSET),
+                        _ro(vcol).reshape(-1), _same(n, UNSET), start,
+                        _same(n, cfg.device.banks), _ro(vdata).reshape(-1))
+        words = vdata.reshape(-1)
+        if nv == m * nl and (src == np.arange(m * nl)).all():
+            how, tokens = "item", words.reshape(m, nl, h, d)
+        elif nv == m * nl and (src == np.arange(m * nl).reshape(m, nl).T.ravel()).all():
+            how, tokens = "layer", words.reshape(nl, m, h, d)
+        else:
+            how, tokens = "gather", vdata
+        return cls(tuple(metas), slots, key, value, src, how, start.reshape(nv, per), kdata,
+                   vdata, tokens, {}, lanes, bufs, kparams, vkeys, "wr16")
 
     def _buf(self, name: str) -> np.ndarray:
         """Return this batch's int64 array ``name`` shaped like :attr:`base` (kept)."""
@@ -235,6 +323,16 @@ class TokenBatch:
             self.tokens[...] = values.transpose(1, 0, 2, 3)
         else:
             self.tokens[...] = values.reshape(len(self.metas) * values.shape[1], -1)[self.src]
+        if self.op == "wr16":  # addresses and payload offsets fixed: the masks follow t
+            if t is not None:
+                mask = _same(len(vp), 1 << t)
+            else:
+                assert starts is not None
+                mask = self._buf("mask")
+                np.left_shift(1, starts[self.src // values.shape[1]][:, None], out=mask)
+                mask = _ro(mask).reshape(-1)
+            return key, Program(vp.op, vp.opsize, vp.gpr0, vp.channel_mask, vp.bank, vp.row,
+                                vp.channel, vp.col, mask, vp.start, vp.size, vp.data)
         if t is not None:
             # lane 0's windows over a payload view shifted by t
             data = self.windows.get(t)

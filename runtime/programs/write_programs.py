@@ -22,7 +22,7 @@ from patton.sim.isa import Opcode, channel_bit
 from patton.sim.program import UNSET, Program, make
 
 __all__ = ["Piece", "Cache", "lane_mask", "value_order", "key_writes", "value_writes",
-           "abk_writes"]
+           "abk_writes", "o1v16_writes", "cz16_writes"]
 
 #: One block's write in one layer: (layer, placement, first offset, data ``(n, heads, D)``).
 Piece = tuple
@@ -153,21 +153,61 @@ def _value_fixed(cfg: Config, pieces: list[Piece]) -> Program:
                 col=(cbase + cstep * i[None, :]).ravel())
 
 
-def abk_writes(cfg: Config, pieces: list[Piece]) -> Program:
-    """Return :func:`reference_programs.o1v_token_writes` of every piece (``WR_ABK`` per row)."""
+def _all_bank_writes(cfg: Config, op: Opcode, pieces: list[Piece], row0: np.ndarray,
+                     row_step: int, col0: np.ndarray, col_step: int) -> Program:
+    """Return one all-bank write ``op`` per (piece, head, channel, Value row ``i``), in order.
+
+    Instruction (piece, g, p, i) writes row ``row0[piece] + row_step * i``, column
+    ``col0[piece] + col_step * i``, lane ``t`` (the piece's offset) of every bank: word ``b``
+    is the token's dimension ``p * D/P + 16 i + b`` of head ``g``.
+    """
     banks = cfg.device.banks
     h, p, rv = cfg.heads, cfg.ch_per_head, cfg.v_rows
     g, pp, i = (a.ravel() for a in np.indices((h, p, rv)))
     bit = np.array([channel_bit(c) for c in range(cfg.device.channels)], dtype=np.int64)
-    row0 = np.array([cfg.row(layer, v.row0) for layer, v, _, _ in pieces], dtype=np.int64)
-    col = np.array([v.col for _, v, _, _ in pieces], dtype=np.int64)
     mask = np.array([1 << t for _, _, t, _ in pieces], dtype=np.int64)
     data = np.concatenate([d[0].reshape(-1) for _, _, _, d in pieces]).astype(np.uint16,
                                                                              copy=False)
     per = len(g)
     total = len(pieces) * per
-    return make(Opcode.WR_ABK, total, data, start=np.arange(total) * banks, size=banks, gpr0=0,
+    return make(op, total, data, start=np.arange(total) * banks, size=banks, gpr0=0,
                 channel_mask=np.tile(bit[g * p + pp], len(pieces)),
-                row=(row0[:, None] + i[None, :]).ravel(), col=np.repeat(col, per),
+                row=(row0[:, None] + row_step * i[None, :]).ravel(),
+                col=(col0[:, None] + col_step * i[None, :]).ravel(),
                 mask=np.repeat(mask, per))
 
+
+def abk_writes(cfg: Config, pieces: list[Piece]) -> Program:
+    """Return :func:`reference_programs.o1v_token_writes` of every piece (``WR_ABK`` per row)."""
+    row0 = np.array([cfg.row(layer, v.row0) for layer, v, _, _ in pieces], dtype=np.int64)
+    col = np.array([v.col for _, v, _, _ in pieces], dtype=np.int64)
+    return _all_bank_writes(cfg, Opcode.WR_ABK, pieces, row0, 1, col, 0)
+
+
+def o1v16_writes(cfg: Config, pieces: list[Piece]) -> Program:
+    """Return :func:`reference_programs.o1v_token_writes` of every piece as ``WR_ABK_OPEN``,
+    ordered by :func:`reference_programs.by_row` (device extension ``wr16``, no Commit Zone).
+
+    The writes of :func:`abk_writes` without auto-precharge, stably sorted by DRAM row (=
+    (layer, row): every write to one Value row is adjacent, in piece then (head, channel)
+    order, so the requests that share a VRS write each of its rows under one ACT16 per channel
+    and the channels stay interleaved for the shared decoder).
+    """
+    row0 = np.array([cfg.row(layer, v.row0) for layer, v, _, _ in pieces], dtype=np.int64)
+    col = np.array([v.col for _, v, _, _ in pieces], dtype=np.int64)
+    prog = _all_bank_writes(cfg, Opcode.WR_ABK_OPEN, pieces, row0, 1, col, 0)
+    return prog.take(np.argsort(prog.row, kind="stable"))
+
+
+def cz16_writes(cfg: Config, pieces: list[Piece]) -> Program:
+    """Return :func:`reference_programs.cz_token_writes` of every piece, in order.
+
+    Single-token pieces at :class:`CzPlace` s (device extension ``wr16``): one
+    ``WR_ABK_OPEN`` per (head, channel, Value row ``i``) into the slot's CRS row, column
+    ``col0 + i``, which leaves the row open. Pieces come sorted by (layer, CRS row, slot), so
+    every write to one CRS row of a channel is adjacent and the controller activates it once.
+    """
+    assert all(isinstance(cz, CzPlace) and d.shape[0] == 1 for _, cz, _, d in pieces)
+    row = np.array([cfg.row(layer, cz.row) for layer, cz, _, _ in pieces], dtype=np.int64)
+    col0 = np.array([cz.col0 for _, cz, _, _ in pieces], dtype=np.int64)
+    return _all_bank_writes(cfg, Opcode.WR_ABK_OPEN, pieces, row, 0, col0, 1)

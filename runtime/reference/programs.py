@@ -10,10 +10,13 @@ builders are what that is checked against (``tests/test_runtime_program.py``,
 
 Writes use conventional ``W MEM`` bursts (FR-FCFS, pipelined across banks) except the
 no-Commit-Zone ablation's single-token Value write, which uses ``WR_ABK`` (one WRA16 per
-Value row, word ``b`` to bank ``b``, one-lane mask); ``docs/runtime.md`` §4 gives the
-cycle-model numbers behind both choices. Attention programs are built per request and per
-layer; the part that does not depend on this step's data (bias, MAC and read-out triples)
-is fixed by the block placements and can be cached by the caller (``memo``).
+Value row, word ``b`` to bank ``b``, one-lane mask), and, on a device with the extension
+``wr16`` (:mod:`patton.sim.extensions`), the Commit Zone's single-token Value write, which uses
+``WR_ABK_OPEN`` (the same, one WR16 that leaves the CRS row open), and the no-CZ one, which
+uses ``WR_ABK_OPEN`` too, a batch's sorted by row (:func:`by_row`); ``docs/runtime.md`` §4
+gives the cycle-model numbers behind these choices. Attention programs are built per request
+and per layer; the part that does not depend on this step's data (bias, MAC and read-out
+triples) is fixed by the block placements and can be cached by the caller (``memo``).
 """
 
 from __future__ import annotations
@@ -26,8 +29,8 @@ from patton.runtime.patton.metadata import CzPlace, KeyPlace, ValuePlace
 from patton.runtime.programs.plans import QkPlan, SvPlan, group_masks, o1k_groups, sv_segments
 from patton.sim.isa import Instruction, Opcode, channel_bit
 
-__all__ = ["key_writes", "cz_writes", "o1v_writes", "o1v_token_writes", "qk_body", "qk_program",
-           "sv_body", "sv_program"]
+__all__ = ["key_writes", "cz_writes", "cz_token_writes", "o1v_writes", "o1v_token_writes",
+           "by_row", "qk_body", "qk_program", "sv_body", "sv_program"]
 
 _W = Opcode.WR_MEM
 
@@ -110,21 +113,53 @@ def o1v_writes(cfg: Config, layer: int, value: ValuePlace, start: int,
 
 
 def o1v_token_writes(cfg: Config, layer: int, value: ValuePlace, t: int,
-                     values: np.ndarray) -> list[Instruction]:
+                     values: np.ndarray, op: Opcode = Opcode.WR_ABK) -> list[Instruction]:
     """Write one Value token straight into its O1V with ``WR_ABK`` (no-CZ ablation).
 
-    One WRA16 per Value row and channel: word ``b`` goes to bank ``b`` in lane ``t``.
+    One WRA16 per Value row and channel: word ``b`` goes to bank ``b`` in lane ``t``. With
+    ``op=Opcode.WR_ABK_OPEN`` (device extension ``wr16``) the same writes leave their rows
+    open (one WR16 each); a batch of them is then ordered by :func:`by_row`.
     """
+    return _all_bank(cfg, op, t, values, [cfg.row(layer, value.row0 + i)
+                                          for i in range(cfg.v_rows)], [value.col] * cfg.v_rows)
+
+
+def _all_bank(cfg: Config, op: Opcode, t: int, values: np.ndarray, rows: list[int],
+              cols: list[int]) -> list[Instruction]:
+    """One all-bank write ``op`` per head, channel and Value row ``i`` (at ``rows[i]``,
+    ``cols[i]``): word ``b`` of burst ``i`` goes to bank ``b`` in lane ``t``."""
     out = []
     for g in range(cfg.heads):
         words = _by_dim(cfg, values[:1], g, 0)[..., 0]  # (P, Rv, B)
         for p in range(cfg.ch_per_head):
             mask = channel_bit(cfg.channel(g, p))
             for i in range(cfg.v_rows):
-                out.append(Instruction(Opcode.WR_ABK, gpr0=0, channel_mask=mask,
-                                       row=cfg.row(layer, value.row0 + i), col=value.col,
-                                       data=words[p, i].copy(), mask=1 << t))
+                out.append(Instruction(op, gpr0=0, channel_mask=mask, row=rows[i],
+                                       col=cols[i], data=words[p, i].copy(), mask=1 << t))
     return out
+
+
+def by_row(instructions: list[Instruction]) -> list[Instruction]:
+    """Return a batch's no-CZ ``WR_ABK_OPEN`` token writes in the order the runtime issues them.
+
+    A stable sort by DRAM row, which is by (layer, row) (a layer's rows are one band): every
+    write to one Value row is adjacent, so each channel opens it once for all the requests
+    whose O1Vs share its VRS, and within a row the writes keep their order (piece, then head
+    and channel: the channels interleaved).
+    """
+    return sorted(instructions, key=lambda ins: ins.row)
+
+
+def cz_token_writes(cfg: Config, layer: int, cz: CzPlace, t: int,
+                    values: np.ndarray) -> list[Instruction]:
+    """Write one Value token into a CZ slot with ``WR_ABK_OPEN`` (device extension ``wr16``).
+
+    One WR16 per head, channel and Value row ``i``: word ``b`` goes to bank ``b`` in lane
+    ``t`` of column ``cz.col0 + i`` of the slot's CRS row, which stays open.
+    """
+    return _all_bank(cfg, Opcode.WR_ABK_OPEN, t, values,
+                     [cfg.row(layer, cz.row)] * cfg.v_rows,
+                     [cz.col0 + i for i in range(cfg.v_rows)])
 
 
 def _zeros(cfg: Config) -> np.ndarray:

