@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from patton.runtime.models import MODELS, ModelSpec
-from patton.sim.textfile import ReadError, content, decimal, read_lines, write_text
+from patton.sim.textfile import ReadError, content, decimal, read_lines, shown, write_text
 
 __all__ = ["Chunk", "Gpu", "GPUS", "Shape", "SHAPES", "Cost", "PrefillCost", "AnalyticCost",
            "CostTableError", "OutOfTable", "Row", "MeasuredCost", "recompute_cost",
@@ -589,7 +589,7 @@ def csv_table(path: str | os.PathLike[str], error: type[ReadError], what: str,
         error: ``file:line: reason``: the file cannot be read or is not UTF-8, no header
             (``expected`` says what it should hold), a wrong field count.
     """
-    source = os.fspath(path)
+    source = shown(path)
     header: list[str] | None = None
     header_line = last = 1
     rows: list[tuple[int, dict[str, str]]] = []

@@ -33,7 +33,8 @@ DEFAULT_WORKERS = 2
 
 
 def reproduce(figures: Sequence[str], scale: Scale, *, workers: int = DEFAULT_WORKERS,
-              ray: str | None = None, progress: bool = False, store: Store | None = None,
+              ray: str | None = None, progress: bool | None = False,
+              store: Store | None = None,
               resume: bool = False) -> dict[str, Any]:
     """Run the tasks of ``figures`` at ``scale``; return the records keyed by figure, with
     the assumptions they ran under (``assumptions``: axis -> value; ``axes``: every axis, its
@@ -114,12 +115,13 @@ def _resumed(store: Store, tasks: Sequence[Task]) -> dict[Task, dict[str, Any]]:
 
 
 def write(records: dict[str, Any], out: Path, *, command: str, wall_seconds: float,
-          quick: bool) -> list[Path]:
-    """Write ``repro.json``, ``repro.md`` and each figure's PNG into ``out``; return the
-    files."""
+          quick: bool, scale: Scale | None = None) -> list[Path]:
+    """Write ``repro.json``, ``repro.md`` (saying how ``scale`` is below the paper's, if it
+    is) and each figure's PNG into ``out``; return the files."""
     files = [write_atomic(out / "repro.json", json.dumps(records, indent=1) + "\n"),
              write_atomic(out / "repro.md", markdown(records, command=command,
-                                                     wall_seconds=wall_seconds, quick=quick))]
+                                                     wall_seconds=wall_seconds, quick=quick,
+                                                     scale=scale))]
     for name, rec in records.items():
         f = FIGURES.get(name)
         if f is not None and f.plot is not None:

@@ -20,7 +20,8 @@ worker runs is a task or such a pass.
 With a :class:`~patton.eval.store.Store`, every task is stored as soon as it finishes; tasks
 whose results are ``known`` (what a store held, for ``--resume``) are not run again.
 
-Progress: one tqdm bar per task on stderr. Workers report steps through a
+Progress (:class:`_Bars`): one tqdm bar per task on a terminal, else one line for the whole
+run now and then (:mod:`patton.sim.progress`). Workers report steps through a
 ``multiprocessing`` manager's queue that the parent drains while it waits; Ray tasks report
 when they finish (a queue proxy cannot cross a cluster).
 
@@ -43,6 +44,7 @@ from typing import Any
 
 from patton.eval.store import Store
 from patton.eval.tasks import CostPass, Task, TaskError, Unit, affinity, passes, run
+from patton.sim.progress import Progress, mode
 from patton.sim.workers import ignore_interrupts, stop
 
 __all__ = ["RayUnavailable", "execute", "unique"]
@@ -61,33 +63,65 @@ def unique(tasks: Sequence[Task]) -> list[Task]:
 
 
 class _Bars:
-    """One tqdm bar per unit on stderr (or nothing when not shown)."""
+    """Progress on stderr (:mod:`patton.sim.progress`): on a terminal (or ``show`` True) one
+    tqdm bar per unit; otherwise (``show`` None) one line for all of them now and then,
+    ``repro: 14/52 tasks done, 2 min 10 s elapsed, about 3 min left`` (the time left from the
+    units' weights); nothing when ``show`` is False."""
 
-    def __init__(self, tasks: Sequence[Unit], show: bool) -> None:
+    def __init__(self, tasks: Sequence[Unit], show: bool | None) -> None:
         self.bars: list[Any] = []
-        if show:
+        self.line: Progress | None = None
+        self.tasks = list(tasks)
+        self.finished: set[int] = set()
+        self.done = [0] * len(tasks)  # steps reported per unit
+        how = mode(show) if tasks else None
+        if how == "bar":
             from tqdm import tqdm
 
-            width = max(len(t.key) for t in tasks) if tasks else 0
+            width = max(len(t.key) for t in tasks)
             self.bars = [tqdm(total=t.total, desc=t.key.ljust(width), position=i,
                               unit="step" if t.total > 1 else "task", file=sys.stderr,
                               dynamic_ncols=True, leave=True)
                          for i, t in enumerate(tasks)]
+        elif how == "lines":
+            count = sum(_tasks(t) for t in tasks)
+            self.line = Progress(sum(t.weight for t in tasks), "repro", status=lambda: (
+                f"{sum(_tasks(self.tasks[i]) for i in self.finished)}/{count} tasks done"))
 
     def update(self, index: int, n: int) -> None:
         if self.bars:
             bar = self.bars[index]
             bar.update(min(n, bar.total - bar.n))
+        elif self.line is not None:
+            task = self.tasks[index]
+            n = min(n, task.total - self.done[index])
+            self.done[index] += n
+            self.line.update(task.weight * n / task.total)
 
     def finish(self, index: int) -> None:
         if self.bars:
             bar = self.bars[index]
             bar.update(bar.total - bar.n)
             bar.refresh()
+        elif self.line is not None:
+            self.finished.add(index)
+            self.update(index, self.tasks[index].total)
+
+    def tick(self) -> None:
+        """Let the line show the time going by while nothing reports."""
+        if self.line is not None:
+            self.line.refresh()
 
     def close(self) -> None:
         for bar in self.bars:
             bar.close()
+        if self.line is not None:
+            self.line.close()
+
+
+def _tasks(unit: Unit) -> int:
+    """The tasks a unit runs (a pass runs several)."""
+    return len(unit.tasks) if isinstance(unit, CostPass) else 1
 
 
 class _Report:
@@ -107,12 +141,13 @@ def _named(task: Unit, error: BaseException) -> TaskError:
 
 
 def execute(tasks: Sequence[Task], *, workers: int = 2, ray: str | None = None,
-            progress: bool = False, store: Store | None = None,
+            progress: bool | None = False, store: Store | None = None,
             known: dict[Task, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """Run every task of ``tasks`` once; return their results, in the order of ``tasks``.
 
     ``store``: put each result there as soon as its task finishes; ``known``: results at
-    hand (those tasks are not run).
+    hand (those tasks are not run). ``progress``: a bar per unit (True), one line now and
+    then on stderr when it is not a terminal, bars when it is (None), nothing (False).
 
     Raises:
         TaskError: a task failed (the first failure; the tasks not started are cancelled).
@@ -224,6 +259,7 @@ def _pool(todo: list[Unit], workers: int, bars: _Bars, done: Done) -> None:
         while running:
             finished, _ = cf.wait(running, timeout=POLL, return_when=cf.FIRST_COMPLETED)
             _drain(q, bars)
+            bars.tick()
             for f in finished:
                 w, i = running.pop(f)
                 error = f.exception()
@@ -274,7 +310,8 @@ def _ray(todo: list[Unit], address: str, bars: _Bars, done: Done) -> None:
         index = {remote.remote(todo[i]): i for i in order}
         pending = list(index)
         while pending:
-            ready, pending = ray_module.wait(pending, num_returns=1)
+            ready, pending = ray_module.wait(pending, num_returns=1, timeout=POLL)
+            bars.tick()
             for ref in ready:
                 i = index[ref]
                 try:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from patton.sim.jsontext import json_value
-from patton.sim.textfile import ReadError, read_lines
+from patton.sim.textfile import ReadError, read_lines, shown
 
 __all__ = ["WorkloadError", "Conversation", "parse", "read", "dumps", "write",
            "sharegpt_elements", "sharegpt_messages", "from_sharegpt", "sharegpt_meta",
@@ -156,9 +156,9 @@ def read(path: str | os.PathLike[str]) -> list[Conversation]:
 
     The file is read a line at a time (:func:`~patton.sim.textfile.read_lines`: memory bounded
     by :data:`~patton.sim.textfile.MAX_LINE`, whatever the file's size); a longer line is an
-    error at that line.
+    error at that line. A gzip file is decompressed as it is read; ``-`` is standard input.
     """
-    return parse(read_lines(path, WorkloadError, "conversations"), os.fspath(path))
+    return parse(read_lines(path, WorkloadError, "conversations"), shown(path))
 
 
 def dumps(conversations: Iterable[Conversation]) -> str:

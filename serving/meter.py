@@ -30,8 +30,9 @@ class Meter:
     ``max_model_len``. It is what an ideal prefix cache would keep for every next turn to hit.
 
     After every step the adapter samples the runtime's capacity use
-    (:meth:`~patton.serving.adapter.Attached.sample`) and ``progress`` (a tqdm-like bar, or
-    None) advances by 64 every 64 steps.
+    (:meth:`~patton.serving.adapter.Attached.sample`) and ``progress`` (a
+    :class:`~patton.sim.progress.Progress`, any tqdm-like ``update(n)``, or None) advances by
+    64 every 64 steps (a report a step would be too many across processes).
 
     Invariants: ``live`` is the sum of ``context``; ``steps`` steps were sampled (after each
     step); ``live_sum``/``live_max`` are over them.
@@ -40,7 +41,7 @@ class Meter:
     conversations: dict[str, Conversation]
     max_model_len: int
     attached: Attached | None = None
-    progress: Any = None  # a tqdm bar, or None
+    progress: Any = None  # a Progress (tqdm-like: update(n)), or None
     pool: Any = None  # the engine's block pool (set when the driver starts)
     context: dict[str, int] = field(default_factory=dict)  # conversation -> tokens held
     conv: dict[str, tuple[str, int]] = field(default_factory=dict)  # request -> (conv, turn)

@@ -5,7 +5,8 @@
 program decoded as :class:`Decoded` decodes it) and ``native/cycle_memo.c`` (the exact reuse
 of segments of runs, :class:`Memo`, and the cost cache's keys). This module is their only
 door. It compiles them with the C compiler (``$CC``, else ``cc``) into ``build/native/``
-(``$PATTON_BUILD`` overrides ``build/``), keyed by the sources' hash, so a changed kernel is
+(``$PATTON_BUILD`` overrides ``build/``; an installed package, outside a checkout, builds under
+``~/.cache/patton``), keyed by the sources' hash, so a changed kernel is
 rebuilt and an unchanged one loads in milliseconds. No Python headers are needed: the kernel
 is a plain shared library and every fact it uses (timing rules, latencies, command classes,
 device organisation, the per-op facts, the decoded program) is passed in as arrays built
@@ -48,9 +49,23 @@ __all__ = ["KernelError", "KernelRun", "Decoded", "Memo", "Trace", "run", "decod
 SOURCE = Path(__file__).resolve().parent / "native" / "cycle_kernel.c"
 #: Every file the kernel is built from (SOURCE includes the others).
 SOURCES = (SOURCE, SOURCE.with_name("cycle_decode.c"), SOURCE.with_name("cycle_memo.c"))
+
+
+def _build_root() -> Path:
+    """``$PATTON_BUILD``; else ``build/`` of the source checkout this module is in (a
+    ``pyproject.toml`` beside the package's folders); else, in an installed package,
+    ``$XDG_CACHE_HOME/patton`` (``~/.cache/patton``), never the installation itself."""
+    if os.environ.get("PATTON_BUILD"):
+        return Path(os.environ["PATTON_BUILD"])
+    checkout = Path(__file__).resolve().parents[1]
+    if (checkout / "pyproject.toml").is_file():
+        return checkout / "build"
+    cache = os.environ.get("XDG_CACHE_HOME", "")  # the XDG rule: a relative one is ignored
+    return (Path(cache) if os.path.isabs(cache) else Path.home() / ".cache") / "patton"
+
+
 #: Build outputs (git-ignored), shared with the Verilator builds of :mod:`patton.tb`.
-BUILD_ROOT = Path(os.environ.get("PATTON_BUILD",
-                                 Path(__file__).resolve().parents[1] / "build"))
+BUILD_ROOT = _build_root()
 #: Cycles without any change after which a run is reported stalled (no legal program waits
 #: more than a few hundred cycles for a timing rule or a completion).
 STALL_LIMIT = 1 << 20
@@ -246,7 +261,8 @@ class _Tables:
             _ptr(self.after_start), _ptr(self.after_follow), _ptr(self.after_gap),
             _ptr(self.latency), _ptr(self.closing), _ptr(self.opening),
             _ptr(self.channel_scoped), _ptr(self.bank_preq), _ptr(self.all_rows_preq),
-            _ptr(self.col_limit), int(Command.ACT), int(Command.PRE), int(Command.PREA), int(Command.ACT16),
+            _ptr(self.col_limit), int(Command.ACT), int(Command.PRE), int(Command.PREA),
+            int(Command.ACT16),
             int(Command.TMOD), int(Command.WRA16), int(Command.EOC), int(record), int(drain),
             STALL_LIMIT, FRONTENDS.index(frontend), MEMO_STRIDE)
 

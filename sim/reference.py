@@ -20,26 +20,51 @@ from typing import Any
 
 from patton.sim.cycle_model import RunResult
 from patton.sim.jsontext import MAX_DIGITS, json_value
-from patton.sim.textfile import ReadError, document
+from patton.sim.textfile import STDIN, ReadError, document, shown
 
-__all__ = ["ReferenceFileError", "FIELDS", "read", "statistics", "differences"]
+__all__ = ["ReferenceFileError", "FIELDS", "key", "read", "statistics", "differences"]
 
 
 class ReferenceFileError(ReadError):
     """A ``--reference`` file that cannot be read or is not a reference of the right shape."""
 
 
+def key(trace_path: str | os.PathLike[str]) -> str:
+    """Return the key of a trace in a reference file: its stem, without a ``.gz`` suffix
+    (``x.trace.gz`` and ``x.trace`` are both ``x``)."""
+    name = os.fspath(trace_path)
+    return Path(name.removesuffix(".gz")).stem
+
+
 def read(path: str, trace_path: str) -> dict | None:
-    """Return the entry of ``trace_path``'s stem in the reference file (None if it has none).
+    """Return the entry of ``trace_path``'s :func:`key` in the reference file (None if it has
+    none).
 
     The file is the public simulator's results (``tests/data/aim/reference.json``): a JSON
     object keyed by trace stem, each entry with some of ``memory_system_cycles``,
-    ``command_counts``, ``bank_state_cycles`` and ``schedule``.
+    ``command_counts``, ``bank_state_cycles`` and ``schedule``; or the statistics output of
+    one trace (a ``.yaml`` or ``.yml`` file, gzip or not; from standard input, ``-``, text
+    that does not start with ``{``).
+
+    Raises:
+        ReferenceFileError: as :func:`statistics`; a file that cannot be read or is not a
+            reference; the trace and the reference both standard input; a JSON reference
+            for a trace read from standard input (it has no name to look up).
     """
-    name = os.fspath(path)
-    text = document(name, ReferenceFileError, "reference")
-    if Path(name).suffix in (".yaml", ".yml"):
+    given, name = os.fspath(path), shown(path)
+    from_stdin = os.fspath(trace_path) == STDIN
+    if from_stdin and given == STDIN:
+        raise ReferenceFileError(name, None, "the trace and the reference cannot both be "
+                                             "standard input ('-')")
+    text = document(given, ReferenceFileError, "reference")
+    if (Path(given.removesuffix(".gz")).suffix in (".yaml", ".yml") if given != STDIN
+            else not text.lstrip().startswith("{")):
         return statistics(text, name)
+    if from_stdin:
+        raise ReferenceFileError(name, None, "a JSON reference is keyed by trace name, and a "
+                                             "trace read from standard input has none: give "
+                                             "the trace's file name, or a .yaml reference (the "
+                                             "statistics of that one trace)")
     try:
         data = json_value(text, name, None)
     except ReadError as error:
@@ -47,11 +72,11 @@ def read(path: str, trace_path: str) -> dict | None:
     if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
         raise ReferenceFileError(name, None, "a reference is a JSON object keyed by trace name, "
                                          "each entry an object")
-    entry = data.get(Path(trace_path).stem)
+    entry = data.get(key(trace_path))
     if entry is not None:
         unknown = set(entry) - set(FIELDS)
         if unknown or not entry:
-            raise ReferenceFileError(name, None, f"entry {Path(trace_path).stem!r}: fields "
+            raise ReferenceFileError(name, None, f"entry {key(trace_path)!r}: fields "
                                              f"{sorted(unknown) or '(none)'}; known: "
                                              + ", ".join(FIELDS))
     return entry

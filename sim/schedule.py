@@ -63,6 +63,7 @@ from patton.sim.textfile import (
     decimal,
     number,
     read_lines,
+    shown,
 )
 
 if TYPE_CHECKING:
@@ -347,19 +348,21 @@ def read(path: str | os.PathLike[str], device: Device = DEVICE, *,
          progress: Callable[[int, int], None] | None = None) -> list[TimedCommand]:
     """Read a schedule file (see :func:`parse`), a line at a time
     (:func:`~patton.sim.textfile.read_lines`: at most :data:`~patton.sim.textfile.MAX_LINE`
-    bytes a line).
+    bytes a line; a gzip file is decompressed as it is read; ``-`` is standard input).
 
     ``progress(bytes_read, file_bytes)`` is called after each chunk the reader takes and at
-    the end (a progress bar on a long file).
+    the end (a progress bar on a long file): of a gzip file, its compressed bytes;
+    ``file_bytes`` is 0 when unknown (standard input).
 
     Raises:
         ScheduleError: as :func:`parse`; ``file: cannot read schedule: <reason>`` (missing
-            file, a directory, no permission; ``line`` None); ``file:line: not UTF-8 text``;
+            file, a directory, no permission, a terminal as standard input; ``line`` None);
+            ``file:line: not UTF-8 text``; ``file:line: not a valid gzip file: ...``;
             ``file:line: a line longer than ...``; and, unless ``allow_empty``,
             ``file:line: schedule is empty (no command lines)`` at its last line for a file
             without a command.
     """
-    name = os.fspath(path)
+    name = shown(path)
     counted = [0]
 
     def source() -> Iterator[str]:

@@ -17,6 +17,10 @@ The trace reader (:mod:`patton.sim.trace`) and the schedule reader
   (``0x`` or ``0X`` and hex digits), ASCII digits only. No sign, no ``_`` separators, no
   leading zeros on decimals (``010``: C reads that as octal 8, the public simulator as 10, so
   the reader refuses to guess). :func:`number` is the one parser.
+* A file may be gzip-compressed (recognised by its first bytes, ``1f 8b``, not by its name: a
+  ``.gz`` file that holds plain text is read as text), and the name ``-`` (:data:`STDIN`) is
+  standard input, shown as ``<stdin>`` (:data:`STDIN_NAME`) in messages (a file named ``-``
+  is ``./-``). Standard input that is a terminal is refused rather than waited on.
 * Every problem is a :class:`ReadError` (the readers' :class:`~patton.sim.trace.TraceError`
   and :class:`~patton.sim.schedule.ScheduleError`) with the file, the 1-based line and the
   reason; ``str()`` is ``file:line: reason``, or ``file: reason`` for a file that cannot be
@@ -26,20 +30,29 @@ The trace reader (:mod:`patton.sim.trace`) and the schedule reader
 from __future__ import annotations
 
 import contextlib
+import gzip
+import io
 import os
 import re
+import sys
 import tempfile
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
 __all__ = ["ReadError", "FieldCountError", "COMMENT_NOTE", "MAX_LINE", "MAX_DOCUMENT", "number",
            "decimal", "decode", "read_lines", "document", "write_text", "write_atomic",
-           "atomic_sink", "content", "strip_comment"]
+           "atomic_sink", "content", "strip_comment", "STDIN", "STDIN_NAME", "shown"]
 
 _DECIMAL = re.compile(r"0|[1-9][0-9]*")
 _NUMBER = re.compile(r"0|[1-9][0-9]*|0[xX][0-9a-fA-F]+")
 _BOM = b"\xef\xbb\xbf"
+_GZIP = b"\x1f\x8b"
+#: The file name that means standard input.
+STDIN = "-"
+#: How standard input is named in messages (``<stdin>:3: reason``).
+STDIN_NAME = "<stdin>"
 
 
 class ReadError(ValueError):
@@ -185,42 +198,145 @@ def decode(data: bytes, file: str, error: type[ReadError], first: int = 1) -> li
     return lines
 
 
+def shown(path: str | os.PathLike[str]) -> str:
+    """Return the name ``path`` goes by in messages: :data:`STDIN_NAME` for ``-``."""
+    name = os.fspath(path)
+    return STDIN_NAME if name == STDIN else name
+
+
+#: What a damaged gzip stream raises (``BadGzipFile`` is an ``OSError``: caught before it).
+_GZIP_ERRORS = (gzip.BadGzipFile, EOFError, zlib.error)
+
+
+def _gzip_reason(failure: Exception) -> str:
+    """Return the reason a gzip stream that raised ``failure`` is refused with."""
+    why = ("its compressed data ends early (a truncated file?)"
+           if isinstance(failure, EOFError) else str(failure))
+    if why[1:2].islower():  # "Not a gzipped file", not "CRC check failed"
+        why = why[:1].lower() + why[1:]
+    return f"not a valid gzip file: {why}"
+
+
+class _Prefixed(io.RawIOBase):
+    """The bytes ``head``, then the rest of ``rest`` (a pipe whose first bytes were read to
+    tell gzip from text: a pipe cannot be rewound). Closing it leaves ``rest`` open."""
+
+    def __init__(self, head: bytes, rest: BinaryIO) -> None:
+        super().__init__()
+        self._head = head
+        self._rest = rest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        if self._head:
+            n = min(len(buffer), len(self._head))
+            buffer[:n] = self._head[:n]
+            self._head = self._head[n:]
+            return n
+        read1 = getattr(self._rest, "read1", self._rest.read)
+        data = read1(len(buffer))
+        buffer[:len(data)] = data
+        return len(data)
+
+
+def _stdin(error: type[ReadError], what: str) -> BinaryIO:
+    """Return standard input's bytes, refusing a terminal (a reader would wait on it)."""
+    stdin = sys.stdin
+    buffer = getattr(stdin, "buffer", None)
+    if buffer is None:
+        raise error(STDIN_NAME, None, f"cannot read {what}: there is no standard input")
+    try:
+        terminal = stdin.isatty()
+    except (OSError, ValueError):
+        terminal = False
+    if terminal:
+        raise error(STDIN_NAME, None, f"cannot read {what}: standard input is a terminal: pipe "
+                                      f"the {what} in (cat FILE | patton ... -) or give its "
+                                      f"file name instead of '-'")
+    return buffer
+
+
+@contextlib.contextmanager
+def _input(path: str | os.PathLike[str], error: type[ReadError], what: str
+           ) -> Iterator[tuple[BinaryIO, int, Callable[[], int] | None]]:
+    """Yield the bytes of ``path`` (decompressed if gzip), its size in bytes (0 when unknown:
+    standard input) and, for a gzip file, a function returning how many of its compressed
+    bytes were read (None: the bytes read are the file's). Standard input is not closed.
+
+    Raises:
+        error: ``file: cannot read <what>: <reason>``.
+    """
+    name = shown(path)
+    with contextlib.ExitStack() as stack:
+        try:
+            if os.fspath(path) == STDIN:
+                raw, total = _stdin(error, what), 0
+            else:
+                raw = stack.enter_context(open(path, "rb"))
+                total = os.fstat(raw.fileno()).st_size
+            if raw.seekable():
+                start = raw.tell()
+                head = raw.read(len(_GZIP))
+                raw.seek(start)
+            else:  # a pipe: read its first bytes (a peek may return fewer) and put them back
+                head = raw.read(len(_GZIP))
+                raw = stack.enter_context(io.BufferedReader(_Prefixed(head, raw)))
+        except OSError as failure:
+            raise error(name, None, f"cannot read {what}: "
+                                    f"{failure.strerror or failure}") from None
+        if head != _GZIP:
+            yield raw, total, None
+            return
+        stream = stack.enter_context(gzip.GzipFile(fileobj=raw, mode="rb"))
+        yield stream, total, (raw.tell if total else None)
+
+
 def read_lines(path: str | os.PathLike[str], error: type[ReadError], what: str, *,
           progress: Callable[[int, int], None] | None = None) -> Iterator[str]:
     """Yield the lines of the text file ``path`` one at a time (see :func:`decode`), reading
     it a :data:`CHUNK` at a time: memory stays bounded by :data:`MAX_LINE` whatever the
-    file's size. A UTF-8 byte-order mark at its start is skipped.
+    file's size. A UTF-8 byte-order mark at its start is skipped. A gzip file is
+    decompressed as it is read; ``-`` is standard input (named ``<stdin>`` in errors).
 
-    ``progress(bytes_read, file_bytes)`` is called after each chunk.
+    ``progress(bytes_read, file_bytes)`` is called after each chunk: of a gzip file, the
+    compressed bytes; ``file_bytes`` is 0 when unknown (standard input).
 
     Raises:
         error: the path cannot be read (``file: cannot read <what>: <reason>``), a line is
-            longer than :data:`MAX_LINE` bytes or is not UTF-8 text (``file:line: ...``).
+            longer than :data:`MAX_LINE` bytes or is not UTF-8 text, or the gzip data is
+            damaged or cut short (``file:line: not a valid gzip file: ...``, at the line
+            being read).
     """
-    name = os.fspath(path)
-    try:
-        f = open(path, "rb")
-    except OSError as failure:
-        raise error(name, None, f"cannot read {what}: {failure.strerror or failure}") from None
-    with f:
+    name = shown(path)
+    with _input(path, error, what) as (f, total, position):
         line = 1  # the line ``begun`` starts
         begun: list[bytes] = []  # the bytes of a line not ended yet
         size = 0  # their length
-        try:
-            total = os.fstat(f.fileno()).st_size
-            done = 0 if f.peek(len(_BOM))[:len(_BOM)] != _BOM else len(f.read(len(_BOM)))
-        except OSError as failure:
-            raise error(name, None, f"cannot read {what}: "
-                                    f"{failure.strerror or failure}") from None
+        done = 0  # bytes read (of the decompressed data)
+        first = True
+        # Of gzip data, what is decompressed so far (a damaged stream is then reported at the
+        # line it breaks, not at the start of a chunk it spoils).
+        read = f.read1 if isinstance(f, gzip.GzipFile) else f.read
         while True:
             try:
-                chunk = f.read(CHUNK)
+                chunk = read(CHUNK)
+                while first and chunk != _BOM and _BOM.startswith(chunk) and chunk:
+                    more = f.read(1)  # a chunk shorter than a BOM (a CHUNK set that small)
+                    if not more:
+                        break
+                    chunk += more
+            except _GZIP_ERRORS as failure:
+                raise error(name, line, _gzip_reason(failure)) from None
             except OSError as failure:
                 raise error(name, line, f"cannot read {what}: "
                                         f"{failure.strerror or failure}") from None
             if not chunk:
                 break
             done += len(chunk)
+            if first:
+                chunk, first = chunk.removeprefix(_BOM), False
             end = chunk.rfind(b"\n")
             if size + (len(chunk) if end < 0 else chunk.find(b"\n")) > MAX_LINE:
                 raise error(name, line, f"a line longer than {MAX_LINE:,} bytes (the "
@@ -235,28 +351,32 @@ def read_lines(path: str | os.PathLike[str], error: type[ReadError], what: str, 
             line += len(block)
             yield from block
             if progress is not None:
-                progress(done, total)
+                progress(position() if position is not None else done, total)
         if size:
             yield from decode(b"".join(begun), name, error, line)
             if progress is not None:
-                progress(done, total)
+                progress(position() if position is not None else done, total)
 
 
 def document(path: str | os.PathLike[str], error: type[ReadError], what: str) -> str:
     """Return the text of ``path``, a file read as one document (UTF-8, at most
-    :data:`MAX_DOCUMENT` bytes).
+    :data:`MAX_DOCUMENT` bytes; gzip and ``-`` as :func:`read_lines`).
 
     Raises:
         error: the path cannot be read (``file: cannot read <what>: <reason>``), it is larger
             than :data:`MAX_DOCUMENT` or not UTF-8 text (``file: ...``, or ``file:line:
-            not UTF-8 text``).
+            not UTF-8 text``), or its gzip data is damaged (``file: not a valid gzip file:
+            ...``).
     """
-    name = os.fspath(path)
-    try:
-        with open(path, "rb") as f:
+    name = shown(path)
+    with _input(path, error, what) as (f, _, _):
+        try:
             data = f.read(MAX_DOCUMENT + 1)
-    except OSError as failure:
-        raise error(name, None, f"cannot read {what}: {failure.strerror or failure}") from None
+        except _GZIP_ERRORS as failure:
+            raise error(name, None, _gzip_reason(failure)) from None
+        except OSError as failure:
+            raise error(name, None, f"cannot read {what}: "
+                                    f"{failure.strerror or failure}") from None
     if len(data) > MAX_DOCUMENT:
         raise error(name, None, f"larger than {MAX_DOCUMENT:,} bytes (the limit of a {what})")
     return "\n".join(decode(data.removeprefix(_BOM), name, error))

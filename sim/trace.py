@@ -45,6 +45,7 @@ from patton.sim.textfile import (
     content,
     number,
     read_lines,
+    shown,
     write_text,
 )
 
@@ -300,15 +301,16 @@ def read(path: str | os.PathLike[str], device: Device = DEVICE,
     """Read and validate a trace file into a :class:`~patton.sim.program.Program`.
 
     See :func:`parse` (``strict``, ``notes``); the program's ``line`` holds each
-    instruction's line in the file.
+    instruction's line in the file. A gzip file is decompressed as it is read, and ``-`` is
+    standard input (:func:`~patton.sim.textfile.read_lines`).
 
     Raises:
         TraceError: as :func:`parse`; also ``file: cannot read trace: <reason>`` (missing
-            file, a directory, no permission; ``line`` None) and ``file:line: not UTF-8
-            text``.
+            file, a directory, no permission, a terminal as standard input; ``line`` None),
+            ``file:line: not UTF-8 text`` and ``file:line: not a valid gzip file: ...``.
     """
     source = read_lines(path, TraceError, "trace")
-    return Program.of(list(parse(source, os.fspath(path), device, require_eoc, strict=strict,
+    return Program.of(list(parse(source, shown(path), device, require_eoc, strict=strict,
                                  notes=notes)))
 
 

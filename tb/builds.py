@@ -2,29 +2,44 @@
 
 :func:`player` makes a :class:`~patton.tb.player.SchedulePlayer` once per process, row count,
 waveform format, timing profile and device extension set (the build itself is cached on disk
-under ``build/``; each set has its own);
+under the build root, :data:`patton.sim.native.BUILD_ROOT`; each set has its own);
 :func:`pending_build` says beforehand whether asking for one builds, and what, so that a command
 can say so; :func:`choose_rows` picks the row count of a schedule that names none, preferring a
 build that already exists. :func:`coverage_player` is the channel built with Verilator line and
-toggle coverage (``patton rtl coverage --code``).
+toggle coverage (``patton rtl coverage --code``). :func:`announce` is what a command says
+around a build: nothing when it is cached; else where the build goes, how long it should take
+(the last such build's measured time, :func:`patton.tb.toolchain.estimate`) and, while it
+runs, a line every :data:`HEARTBEAT_SECONDS`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import os
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from patton.hw.params import ChannelParams
+from patton.sim import native
 from patton.sim.device import AF_ROW_BASE
 from patton.sim.extensions import DEFAULT_EXT
 from patton.sim.timing import DEFAULT_PROFILE, timing_table
+from patton.tb import toolchain
 from patton.tb.prepare import DEFAULT_ROWS, suggest_rows
 from patton.tb.replays import stdout_to_stderr
+from patton.tb.toolchain import estimate, terminal_stderr
 
 if TYPE_CHECKING:
     from patton.tb.player import SchedulePlayer
 
-__all__ = ["player", "pending_build", "choose_rows", "highest_row", "coverage_player"]
+__all__ = ["player", "pending_build", "choose_rows", "highest_row", "coverage_player",
+           "announce", "HEARTBEAT_SECONDS"]
+
+#: Seconds between the lines :func:`announce` writes while a build runs.
+HEARTBEAT_SECONDS = 15.0
 
 #: This process's players, by (rows, waves, timing profile), and the device extension set
 #: after them when it is not ``aim`` (:func:`_key`).
@@ -115,3 +130,55 @@ def highest_row(rows: Iterable[int]) -> int:
     """The highest normal row in ``rows`` (-1 if none): what :func:`choose_rows` takes. The AF
     LUT rows are left out: every build has them, behind its normal rows."""
     return max((r for r in rows if r < AF_ROW_BASE), default=-1)
+
+
+@contextmanager
+def announce(pending: Literal["verilog", "new"] | None, what: str, log: Path | None, *,
+             kind: str = "channel") -> Iterator[None]:
+    """Say around the block (which builds ``what``, as :func:`pending_build` said:
+    ``pending``) what it does, on this process's standard error as it was before any
+    :func:`patton.tb.toolchain.quiet` block.
+
+    Nothing when ``pending`` is None (the build is cached). Else a line naming the build root
+    (:data:`patton.sim.native.BUILD_ROOT`), the estimate (:func:`~patton.tb.toolchain.estimate`)
+    and ``log`` (where the build's output goes; None: to the terminal), and, while the block
+    runs with its output in ``log``, a line every :data:`HEARTBEAT_SECONDS`: ``building the
+    RTL channel (rows 64): 45 s (the last build took 182 s), log: PATH``. A Verilator build
+    that finishes records its time (:func:`~patton.tb.toolchain.last_build_seconds`).
+    """
+    if pending is None:
+        yield
+        return
+    where = f", log: {log}" if log is not None else ""
+    if pending == "verilog":
+        doing = "its sources changed since its last build: regenerating its Verilog"
+        expected = "seconds, or a Verilator build if the Verilog differs"
+    else:
+        doing, expected = "a Verilator build", estimate(kind)
+    fd = os.dup(terminal_stderr())
+    os.write(fd, f"building {what} under {native.BUILD_ROOT}: {doing}, {expected}{where}\n"
+             .encode())
+    started = time.monotonic()
+    done = threading.Event()
+
+    def heartbeat() -> None:
+        while not done.wait(HEARTBEAT_SECONDS):
+            line = (f"building {what}: {time.monotonic() - started:.0f} s ({expected})"
+                    f"{where}\n")
+            try:
+                os.write(fd, line.encode())
+            except OSError:
+                return
+
+    beat = threading.Thread(target=heartbeat, name="build heartbeat", daemon=True)
+    if log is not None:
+        beat.start()
+    try:
+        yield
+    finally:
+        done.set()
+        if beat.is_alive():
+            beat.join()
+        os.close(fd)
+    if pending == "new":
+        toolchain.record_build_seconds(kind, time.monotonic() - started)

@@ -13,6 +13,7 @@ import numpy as np
 from patton.sim.device import AF_ROW_BASE, DEVICE
 from patton.sim.isa import Instruction
 from patton.sim.schedule import TimedCommand
+from patton.tb.toolchain import estimate
 
 __all__ = ["DEFAULT_ROWS", "RowsError", "fill_payloads", "suggest_rows", "check_trace_rows",
            "check_schedule_rows"]
@@ -49,13 +50,17 @@ def suggest_rows(row: int) -> int:
     return max(DEFAULT_ROWS, 1 << row.bit_length())
 
 
+def _new_build() -> str:
+    """What passing a new row count costs, said (:func:`patton.tb.toolchain.estimate`)."""
+    return f"a new row count is a new Verilator build the first time: {estimate('channel')}"
+
+
 def check_trace_rows(program: Sequence[Instruction], rows: int, source: str) -> None:
     for ins in program:
         if ins.row is not None and ins.row >= rows:
             raise RowsError(f"{source}:{ins.line}: {ins.opcode.value} touches row {ins.row}, but "
                             f"the RTL channel is built with --rows {rows} (rows 0..{rows - 1}); "
-                            f"pass --rows {suggest_rows(ins.row)} (a new row count is a new "
-                            "Verilator build, about a minute the first time)")
+                            f"pass --rows {suggest_rows(ins.row)} ({_new_build()})")
 
 
 def check_schedule_rows(commands: Sequence[TimedCommand], rows: int, source: str) -> None:
@@ -65,5 +70,5 @@ def check_schedule_rows(commands: Sequence[TimedCommand], rows: int, source: str
         if rows <= cmd.row < AF_ROW_BASE:
             raise RowsError(f"{source}:{cmd.line}: {cmd.command.name} addresses row {cmd.row}, "
                             f"but the RTL channel is built with --rows {rows} "
-                            f"(rows 0..{rows - 1}); pass --rows {suggest_rows(cmd.row)} (a new row "
-                            "count is a new Verilator build, about a minute the first time)")
+                            f"(rows 0..{rows - 1}); pass --rows {suggest_rows(cmd.row)} "
+                            f"({_new_build()})")

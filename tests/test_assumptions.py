@@ -146,16 +146,56 @@ def test_an_opt_in_axis_shows_only_where_asked_for():
 
 
 def test_assume_on_the_command_line(tmp_path, capsys):
-    for argv, message in ((["--assume", "gpu=h100"], "gpu='h100': not one of"),
-                          (["--assume", "frontend=shared", "--frontend", "per_channel"],
+    for argv, message in ((["--assume", "frontend=shared", "--frontend", "per-channel"],
                            "--frontend and --assume frontend=... both given"),
+                          (["--assume", "device-ext=aim", "--device-ext", "aim+wr16"],
+                           "--device-ext and --assume device-ext=... both given"),
                           (["--assume", "device_ext=aim", "--device-ext", "aim+wr16"],
-                           "--device-ext and --assume device_ext=... both given"),
-                          (["--what-if", "device_ext", "--what-if", "device_ext"],
+                           "--device-ext and --assume device-ext=... both given"),
+                          (["--what-if", "device-ext", "--what-if", "device_ext"],
                            "--what-if names an axis twice")):
         assert main(["repro", "micro", "--out", str(tmp_path), *argv]) == 2
         err = capsys.readouterr().err
         assert message in err and "Traceback" not in err
+    # an axis or value that is none is a usage error listing them, as the command spells them
+    for argv, message in ((["--assume", "gpu=h100"],
+                           "gpu: invalid value 'h100' (choose from 'calibrated', 'analytic')"),
+                          (["--assume", "wo_cz=abk"], "unknown axis 'wo_cz' in 'wo_cz=abk' "
+                                                      "(choose from 'frontend', 'timing', "
+                                                      "'wo-cz-write', 'cz-read',"),
+                          (["--assume", "gpu"], "takes AXIS=VALUE, got 'gpu'"),
+                          (["--what-if", "gpu"], "invalid choice: 'gpu' (choose from "
+                                                 "'device-ext')")):
+        with pytest.raises(SystemExit) as usage:
+            main(["repro", "micro", "--out", str(tmp_path), *argv])
+        err = capsys.readouterr().err
+        assert usage.value.code == 2 and message in err and "Traceback" not in err, err
+
+
+def test_assume_takes_either_spelling_as_the_same_assumption():
+    """``--assume wo-cz-write=abk`` (the command line's spelling) and ``wo_cz_write=abk`` (the
+    records') are the same assumption; the second with a note."""
+    from patton.cli import parser
+
+    def assumed(*argv: str) -> list[str]:
+        return parser().parse_args(["repro", "micro", *argv]).assume
+
+    assert assumed("--assume", "wo-cz-write=abk", "--assume", "frontend=per-channel") == [
+        "wo_cz_write=abk", "frontend=per_channel"]
+    assert parse(assumed("--assume", "standby=per-channel")) == PAPER.with_(
+        standby="per_channel")
+
+
+def test_the_old_spelling_is_noted(capsys):
+    from patton.cli import parser
+
+    args = parser().parse_args(["repro", "micro", "--assume", "wo_cz_write=abk",
+                                "--assume", "standby=per_channel", "--what-if", "device_ext"])
+    assert args.assume == ["wo_cz_write=abk", "standby=per_channel"]
+    assert args.what_if == ["device_ext"]
+    assert capsys.readouterr().err.splitlines() == [
+        "note: wo_cz_write is spelled wo-cz-write", "note: per_channel is spelled per-channel",
+        "note: device_ext is spelled device-ext"]
 
 
 def test_the_docs_table_lists_every_axis_as_the_code_does():

@@ -4,6 +4,7 @@ parse or raise the reader's own error with a line number, never another exceptio
 from __future__ import annotations
 
 import functools
+import gzip
 from pathlib import Path
 
 import numpy as np
@@ -118,6 +119,39 @@ def test_mutated_traces(path, data):
 def test_mutated_schedules(path, data):
     text = data.draw(st.sampled_from(_schedules()), label="schedule")
     _read(schedule, schedule.ScheduleError, path, _mutate(data, text))
+
+
+def _outcome(module, error: type, path: Path, data: bytes) -> str:
+    """What reading ``data`` from ``path`` gives: the dump, or the error's text."""
+    path.write_bytes(data)
+    try:
+        return module.dumps(module.read(path))
+    except error as e:
+        return str(e)
+
+
+@FUZZ
+@given(data=st.data())
+def test_gzip_wrapped_inputs(path, data):
+    """A mutated trace or schedule compressed reads exactly as it does plain; its compressed
+    bytes cut or altered, it is still only the reader's error with a line number."""
+    module, error, texts = data.draw(st.sampled_from([
+        (trace, trace.TraceError, _traces()), (schedule, schedule.ScheduleError,
+                                               _schedules())]), label="reader")
+    text = _mutate(data, data.draw(st.sampled_from(texts), label="text"))
+    packed = gzip.compress(text, mtime=0)
+    assert _outcome(module, error, path, packed) == _outcome(module, error, path, text)
+    at = data.draw(st.integers(0, len(packed) - 1), label="at")
+    damage = data.draw(st.sampled_from(["cut", "flip"]), label="damage")
+    damaged = (packed[:at] if damage == "cut"
+               else packed[:at] + bytes([packed[at] ^ 0x55]) + packed[at + 1:])
+    lines = text.count(b"\n") + 2  # the line after the last when the end is damaged
+    path.write_bytes(damaged)
+    try:
+        module.read(path)
+    except error as e:
+        assert isinstance(e.line, int) and 1 <= e.line <= lines, (e.line, lines, str(e))
+        assert str(e) == f"{path}:{e.line}: {e.reason}" and e.reason
 
 
 def test_unmutated_inputs_parse(path):

@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from patton.hw.isa import ProtocolCode
-from patton.sim import schedule
+from patton.sim import native, schedule
 from patton.sim.isa import Command
 from patton.sim.timing import DEFAULT_PROFILE, TIMING
-from patton.tb import builds, validate
+from patton.tb import builds, toolchain, validate
 from patton.tb.monitor import PlayResult, RtlRead, RtlViolation
 from patton.tb.player import (
     DRAIN,
@@ -183,12 +183,15 @@ def test_the_build_says_what_it_does_and_keeps_its_output_in_a_log(monkeypatch, 
     monkeypatch.setattr(builds, "_PLAYERS", {})  # as in a fresh process: no player made yet
     monkeypatch.setattr(SchedulePlayer, "cached", classmethod(lambda cls, *a, **k: False))
     monkeypatch.setattr(SchedulePlayer, "built_rows", classmethod(lambda cls, waves=None: []))
+    # no real build to time
+    monkeypatch.setattr(toolchain, "record_build_seconds", lambda kind, seconds: None)
     out = rtl_cli._Output("check", verbose=False)
     assert rtl_cli._player(128, None, "aimsim-0f28a07", out) == "player" and calls == [128]
     captured = capfd.readouterr()
     assert captured.out == ""
-    assert captured.err == ("building the RTL channel (rows 128): about a minute, cached under "
-                            f"build/ (log: {out.log})\n")
+    assert captured.err == (f"building the RTL channel (rows 128) under {native.BUILD_ROOT}: "
+                            f"a Verilator build, {toolchain.estimate('channel')}, "
+                            f"log: {out.log}\n")
     assert out.log.read_text() == "make: Entering directory\n%Warning: verilator\n"
     loud = rtl_cli._Output("check", verbose=True)
     rtl_cli._player(128, None, "aimsim-0f28a07", loud)

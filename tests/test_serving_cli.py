@@ -55,7 +55,8 @@ def test_default_capacity_is_the_16_gib_device(capsys):
     assert (cap["num_blocks"], cap["layer_rows"], cap["blocks"], cap["bytes"]) == (
         8192, 512, 8128, 16 << 30)
     code, out, _ = serve(capsys, "--conversations", FILE, "--steps", "50")
-    assert code == 0 and "16 GiB AiM device" in out and "8191 blocks" in out
+    assert code == 0 and "on the AiM device (16 GiB)" in out and "8191 blocks" in out
+    assert out.count("GiB") == 1  # the size said once
 
 
 def test_a_turn_longer_than_max_model_len_is_passed_over(capsys):

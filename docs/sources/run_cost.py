@@ -113,7 +113,7 @@ def _first_100_argv(model: str, runtime: str, frontend: str) -> list[str]:
     """``patton cost --json`` for 100 steps of one run of the table."""
     mha = model.startswith("opt")
     return ["-c", _COST_WITHOUT_TIMES, "--model", model, "--runtime", runtime, "--steps", "100",
-            "--frontend", frontend, "--clients", "8" if mha else "32", "--pool",
+            "--frontend", frontend.replace("_", "-"), "--clients", "8" if mha else "32", "--pool",
             "16" if mha else "64", "--json"]
 
 

@@ -7,6 +7,7 @@ is a mean over it).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -112,6 +113,7 @@ def components(runs: dict[str, dict[str, Any]], order: Sequence[str]
 PAPER_CONTEXT = 2048
 
 
+@functools.cache  # a pure function of names: the figures' task lists ask it often
 def context_limit(model: str, runtime: str, context: str) -> int:
     """The context limit ``runtime`` serves ``model``'s workload at, under the ``context``
     assumption (:data:`~patton.eval.assumptions.AXES`): ``paper``, 2,048 tokens (§5.1) or

@@ -39,6 +39,7 @@ and how to continue) and exit status 130 (:mod:`patton.cli.interrupt`, ``docs/re
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import os
 import signal
@@ -46,14 +47,31 @@ import sys
 from collections.abc import Sequence
 
 from patton.cli import aim, cost, demo, hw, interrupt, repro, rtl, runtime, serve
+from patton.cli.options import commands
 from patton.sim.native import KernelError
 from patton.sim.textfile import ReadError
+
+#: The top parser's description (plain text: ``--help`` prints it as written).
+DESCRIPTION = ("The PATTON testbench: the AiM device's cycle and functional models, its RTL "
+               "channel under Verilator, the PATTON serving runtime on them, and the paper's "
+               "evaluation.")
+
+
+def version() -> str:
+    """This installation's version (the ``patton-testbench`` distribution's)."""
+    try:
+        return importlib.metadata.version("patton-testbench")
+    except importlib.metadata.PackageNotFoundError:  # run from a tree that is not installed
+        return "unknown (not installed)"
 
 
 def parser() -> argparse.ArgumentParser:
     """Return the command-line parser."""
-    top = argparse.ArgumentParser(prog="patton", description=__doc__.split("\n\n")[0])
-    sub = top.add_subparsers(dest="part", required=True)
+    top = argparse.ArgumentParser(prog="patton", description=DESCRIPTION,
+                                  epilog="patton COMMAND --help lists a command's options. "
+                                         "Documentation: docs/ in the source tree.")
+    top.add_argument("--version", action="version", version=f"patton {version()}")
+    sub = commands(top, "part")
     aim.add_parser(sub)
     hw.add_parser(sub)
     runtime.add_parser(sub)

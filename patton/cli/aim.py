@@ -7,21 +7,24 @@ import argparse
 import json
 import sys
 import time
-from pathlib import Path
 
 from patton.cli.options import (
     add_device_ext_option,
     add_strict_option,
     add_timing_option,
+    choice,
+    commands,
     read_trace,
 )
 from patton.sim import check, schedule
 from patton.sim import readouts as readouts_format
 from patton.sim import reference as references
-from patton.sim.cycle_model import CycleModel
-from patton.sim.energy import energy
+from patton.sim.cycle_model import FRONTENDS, CycleModel
+from patton.sim.energy import STANDBY, energy
 from patton.sim.extensions import DEFAULT_EXT, ext_field
 from patton.sim.functional import FunctionalModel
+from patton.sim.progress import PROGRESS_HELP, Progress
+from patton.sim.textfile import shown
 from patton.sim.timing import timing_table
 
 __all__ = ["add_parser"]
@@ -35,19 +38,24 @@ def _aim_run(args: argparse.Namespace) -> int:
     if args.readouts is not None:
         readouts_format.check(args.readouts)
     expected = references.read(args.reference, args.trace) if args.reference is not None else None
-    show = args.progress or sys.stderr.isatty()
+    bar = Progress(len(program), "aim run", "instruction", show=args.progress)
+
+    def progress(done: int, total: int, cycle: int) -> None:
+        bar.total = total
+        bar.update(done - bar.n)
+
     wants_schedule = args.schedule is not None or (expected is not None
                                                    and "schedule" in expected)
     model = CycleModel(timing=timing_table(args.timing, args.device_ext), record=wants_schedule,
                        group=not args.no_group, skip=not args.per_cycle,
                        native=not (args.python or args.per_cycle),
-                       frontend=args.frontend.replace("-", "_"),
-                       progress=_progress if show else None)
+                       frontend=args.frontend,
+                       progress=progress if bar.mode is not None else None)
     start = time.perf_counter()
-    result = model.run(program)
+    with bar:
+        result = model.run(program)
+        bar.update(bar.total - bar.n)  # the model reports about once a second: the rest
     seconds = time.perf_counter() - start
-    if show and seconds > 1.0:
-        print(file=sys.stderr)
     e = energy(result.command_counts, result.bank_state_cycles, result.cycles,
                standby=args.standby)
     # Files first, results after: what is printed is what was written.
@@ -61,7 +69,7 @@ def _aim_run(args: argparse.Namespace) -> int:
         "trace": str(args.trace),
         "timing": model.timing.name,
         **ext_field(model.timing.ext),
-        "frontend": args.frontend,
+        "frontend": args.frontend,  # as records name it: shared or per_channel
         "cycles": result.cycles,
         "time_ns": result.cycles * model.device.cycle_ns,
         "commands": result.commands,
@@ -80,7 +88,7 @@ def _aim_run(args: argparse.Namespace) -> int:
     if args.reference is not None:
         differences = (references.differences(expected, report, result)
                        if expected is not None else [])
-        report["reference"] = {"file": str(args.reference), "key": Path(args.trace).stem,
+        report["reference"] = {"file": str(args.reference), "key": references.key(args.trace),
                                "found": expected is not None,
                                "fields": sorted(expected) if expected is not None else [],
                                "differences": differences}
@@ -109,7 +117,7 @@ def _aim_run(args: argparse.Namespace) -> int:
     if values is not None:
         print(f"readouts   {len(values)} written to {args.readouts}")
     if args.reference is not None:
-        key = Path(args.trace).stem
+        key = references.key(args.trace)
         if expected is None:
             print(f"reference  {args.reference} has no entry {key!r}: nothing compared")
         elif not differences:
@@ -128,41 +136,18 @@ def _aim_run(args: argparse.Namespace) -> int:
 _SHOW_DIFFERENCES = 20
 
 
-def _progress(done: int, total: int, cycle: int) -> None:
-    print(f"\r  {done:,}/{total:,} instructions retired, cycle {cycle:,}", end="",
-          file=sys.stderr, flush=True)
-
-
-def _bar(show: bool, total: int, unit: str, what: str):
-    """A tqdm bar on stderr (shown after two seconds), or None when not shown; a bar of
-    bytes (``unit`` ``"B"``) counts in kB, MB, GB."""
-    if not show:
-        return None
-    from tqdm import tqdm
-
-    return tqdm(total=total, unit=unit, desc=what, file=sys.stderr, delay=2.0,
-                dynamic_ncols=True, leave=False, unit_scale=unit == "B", unit_divisor=1024)
-
-
 def _aim_check(args: argparse.Namespace) -> int:
-    show = args.progress or sys.stderr.isatty()
-    bar = _bar(show, 0, "B", "reading")
+    # progress (patton.sim.progress): reading the file, then checking its commands
+    with Progress(None, "aim check: reading", "B", show=args.progress) as bar:
+        def read_progress(done: int, total: int) -> None:
+            bar.total = total or None  # 0: standard input, size unknown
+            bar.update(done - bar.n)
 
-    def read_progress(done: int, total: int) -> None:
-        bar.total = total
-        bar.update(done - bar.n)
-
-    try:
         commands = schedule.read(args.schedule,
-                                 progress=read_progress if bar is not None else None)
-    finally:
-        if bar is not None:
-            bar.close()
-    bar = _bar(show, len(commands), "command", "checking")
-    found = check.verify_by_channel(commands, timing_table(args.timing, args.device_ext),
-                                    bar.update if bar is not None else None)
-    if bar is not None:
-        bar.close()
+                                 progress=read_progress if bar.mode is not None else None)
+    with Progress(len(commands), "aim check", "command", show=args.progress) as bar:
+        found = check.verify_by_channel(commands, timing_table(args.timing, args.device_ext),
+                                        bar.update if bar.mode is not None else None)
     if args.json:
         json.dump({"schedule": str(args.schedule), "timing": args.timing,
                    **ext_field(args.device_ext), "commands": len(commands),
@@ -175,7 +160,7 @@ def _aim_check(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         for v in found:
-            print(v.located(args.schedule))
+            print(v.located(shown(args.schedule)))
         print(f"{len(commands)} commands, {len(found)} violation(s) (timing {args.timing})")
     return 1 if found else 0
 
@@ -184,16 +169,26 @@ def _aim_check(args: argparse.Namespace) -> int:
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``aim`` (``run`` and ``check``) on the ``patton`` sub-parsers."""
-    aim = sub.add_parser("aim", help="the AiM device model").add_subparsers(dest="verb",
-                                                                           required=True)
-    run = aim.add_parser("run", help="run the cycle model on a trace")
+    group = sub.add_parser("aim", help="the AiM device's cycle model: run a trace, check a "
+                                       "schedule",
+                           description="The AiM device's cycle model: run an instruction "
+                                       "trace, or check a timed command schedule.")
+    aim = commands(group, "verb")
+    run = aim.add_parser("run", help="run the cycle model on a trace",
+                         description="Run the cycle model on an instruction trace (the public "
+                                     "AiM simulator's format or ours) and report cycles, "
+                                     "per-channel command counts and energy; optionally write "
+                                     "the timed schedule and the read-out values, and compare "
+                                     "with the public simulator's results (exit 1 on a "
+                                     "difference).")
     run.add_argument("trace", help="instruction trace (public AiM format or ours)")
     add_strict_option(run)
     run.add_argument("--json", action="store_true", help="print one JSON object")
     run.add_argument("--schedule", metavar="OUT",
                      help="write the timed command schedule (with the trace's payloads, masks "
                           "and CFRs)")
-    run.add_argument("--standby", choices=("per_channel", "cent"), default="per_channel",
+    standby = choice(STANDBY)
+    run.add_argument("--standby", type=standby, metavar=standby.metavar, default="per-channel",
                      help="standby energy: every channel (default) or the CENT script's value")
     run.add_argument("--no-group", action="store_true",
                      help="simulate every channel separately (slower, same result)")
@@ -203,12 +198,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--per-cycle", action="store_true",
                      help="run the Python model ticking every controller every cycle (much "
                           "slower, same result)")
-    run.add_argument("--frontend", choices=("shared", "per-channel"), default="shared",
+    frontend = choice(FRONTENDS)
+    run.add_argument("--frontend", type=frontend, metavar=frontend.metavar, default="shared",
                      help="how host instructions are decoded: one per cycle for all channels "
                           "(shared, the public simulator's; default) or one per cycle per "
                           "channel (per-channel; docs/cycle-model.md)")
-    run.add_argument("--progress", action="store_true",
-                     help="report progress on stderr (default when stderr is a terminal)")
+    run.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                     help=PROGRESS_HELP)
     run.add_argument("--readouts", metavar="FILE",
                      help="write every read-out value (RD_MAC, RD_SBK, ... results, from the "
                           "functional model) to FILE: .json or .npy (patton.sim.readouts)")
@@ -220,13 +216,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_timing_option(run)
     add_device_ext_option(run)
     run.set_defaults(func=_aim_run)
-    chk = aim.add_parser("check", help="verify a timed command schedule")
+    chk = aim.add_parser("check", help="verify a timed command schedule",
+                         description="List every timing, bus and protocol violation in a "
+                                     "timed command schedule; exit 1 if there is any.")
     chk.add_argument("schedule", help="schedule file: 'cycle channel command [bank row col] "
                                       "[key=value ...]'")
     chk.add_argument("--json", action="store_true", help="print one JSON object")
-    chk.add_argument("--progress", action="store_true",
-                     help="report progress on stderr after two seconds (default when stderr "
-                          "is a terminal)")
+    chk.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                     help=PROGRESS_HELP)
     add_timing_option(chk)
     add_device_ext_option(chk)
     chk.set_defaults(func=_aim_check)

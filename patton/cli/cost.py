@@ -1,9 +1,9 @@
 """``patton cost``: the cost of one serving run (``docs/run-cost.md``).
 
 ``patton cost [--model M] [--runtime R] [--steps N] [--clients C] [--pool P]
-[--conversations FILE] [--frontend shared|per_channel] [--max-model-len L]
+[--conversations FILE] [--frontend shared|per-channel] [--max-model-len L]
 [--max-batched-tokens B] [--num-blocks N] [--timing PROFILE] [--gpu analytic|calibrated]
-[--standby per_channel|cent] [--wo-cz-write abk|mem] [--device-ext SET] [--check] [--replay]
+[--standby per-channel|cent] [--wo-cz-write abk|mem] [--device-ext SET] [--check] [--replay]
 [--json]``
     Serve a conversation file (default: the first 300 ShareGPT conversations) with a PIM
     runtime attached and print its attention parts' cycles, time and energy on the cycle
@@ -29,6 +29,8 @@ from patton.cli.options import (
     STEPS,
     TOKENS,
     add_device_ext_option,
+    choice,
+    spelled,
 )
 from patton.eval.cost import PARTS, measure, reference
 from patton.eval.gpu_calibration import GPU_MODELS
@@ -39,6 +41,7 @@ from patton.serving.clients import ClientError
 from patton.sim.cycle_model import FRONTENDS
 from patton.sim.energy import STANDBY
 from patton.sim.extensions import DEFAULT_EXT
+from patton.sim.progress import PROGRESS_HELP, Progress
 from patton.sim.timing import DEFAULT_PROFILE, PROFILES
 
 __all__ = ["add_parser", "cost"]
@@ -49,9 +52,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p = subparsers.add_parser("cost", help="the cost of one serving run (PIM attention on the "
                                            "cycle model, GPU recompute)",
                               description="The cost of a serving run (docs/run-cost.md).")
-    p.add_argument("--model", default="llama3-8b", choices=list(MODELS),
-                   help="model whose KV geometry is laid out and whose prefill the GPU prices "
-                        "(default llama3-8b)")
+    p.add_argument("--model", default="llama3-8b", type=choice(MODELS), metavar="MODEL",
+                   help="model whose KV geometry is laid out and whose prefill the GPU prices: "
+                        + ", ".join(MODELS) + " (default llama3-8b)")
     p.add_argument("--runtime", default="patton",
                    help="PIM runtime: PATTON, an ablation or a baseline (default patton)")
     p.add_argument("--steps", type=STEPS, default=300, help="scheduler steps (default 300)")
@@ -60,7 +63,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                    help="live conversations, a multiple of --clients (default 64)")
     p.add_argument("--conversations", default=None, metavar="FILE.jsonl",
                    help="a conversation file (default: the first 300 ShareGPT conversations)")
-    p.add_argument("--frontend", default="shared", choices=list(FRONTENDS),
+    p.add_argument("--frontend", default="shared", type=choice(FRONTENDS),
+                   metavar=choice(FRONTENDS).metavar,
                    help="the cycle model's front end (default shared: the public simulator's "
                         "one decoder)")
     p.add_argument("--max-model-len", type=MODEL_LEN, default=2048,
@@ -69,13 +73,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                    help="tokens scheduled per step at most (default 2048)")
     p.add_argument("--num-blocks", type=BLOCKS, default=None,
                    help="KV memory in blocks (default: the 16 GiB AiM device)")
-    p.add_argument("--timing", default=DEFAULT_PROFILE, choices=list(PROFILES),
+    p.add_argument("--timing", default=DEFAULT_PROFILE, type=choice(PROFILES),
+                   metavar=choice(PROFILES).metavar,
                    help=f"the cycle model's timing profile (default {DEFAULT_PROFILE})")
-    p.add_argument("--gpu", default="analytic", choices=list(GPU_MODELS),
+    p.add_argument("--gpu", default="analytic", type=choice(GPU_MODELS),
+                   metavar=choice(GPU_MODELS).metavar,
                    help="the GPU prefill model (default analytic; docs/gpu-cost.md)")
-    p.add_argument("--standby", default="per_channel", choices=list(STANDBY),
-                   help="how standby energy is counted (default per_channel; docs/energy.md)")
-    p.add_argument("--wo-cz-write", default=None, choices=list(TOKEN_OPS),
+    p.add_argument("--standby", default="per-channel", type=choice(STANDBY),
+                   metavar=choice(STANDBY).metavar,
+                   help="how standby energy is counted (default per-channel; docs/energy.md)")
+    p.add_argument("--wo-cz-write", default=None, type=choice(TOKEN_OPS),
+                   metavar=choice(TOKEN_OPS).metavar,
                    help="how patton-wo-cz writes a single Value token (default: the "
                         "variant's, abk)")
     add_device_ext_option(p)
@@ -83,6 +91,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--replay", action="store_true",
                    help="also replay on the functional model, attention bit-exact (slow)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help=PROGRESS_HELP)
     p.set_defaults(func=cost)
     return p
 
@@ -97,11 +107,14 @@ def cost(a: argparse.Namespace) -> int:
                         max_model_len=a.max_model_len,
                         max_batched_tokens=a.max_batched_tokens, num_blocks=a.num_blocks)
         t2 = time.perf_counter()
-        rc = measure(convs, a.model, a.runtime, steps=a.steps, frontend=a.frontend,
-                     clients=a.clients, pool=a.pool, max_model_len=a.max_model_len,
-                     max_batched_tokens=a.max_batched_tokens, reference=ref, check=a.check,
-                     num_blocks=a.num_blocks, replay=a.replay, timing=a.timing, gpu=a.gpu,
-                     standby=a.standby, token_op=a.wo_cz_write, device_ext=a.device_ext)
+        with Progress(a.steps, "cost", "step", show=a.progress) as bar:
+            rc = measure(convs, a.model, a.runtime, steps=a.steps, frontend=a.frontend,
+                         clients=a.clients, pool=a.pool, max_model_len=a.max_model_len,
+                         max_batched_tokens=a.max_batched_tokens, reference=ref,
+                         check=a.check, num_blocks=a.num_blocks, replay=a.replay,
+                         timing=a.timing, gpu=a.gpu, standby=a.standby,
+                         token_op=a.wo_cz_write, device_ext=a.device_ext,
+                         on_step=(lambda _: bar.update()) if bar.mode is not None else None)
     except (ValueError, ClientError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -109,7 +122,7 @@ def cost(a: argparse.Namespace) -> int:
         print(json.dumps(rc.as_dict(), indent=1))
         return 0
     on = "" if a.device_ext == DEFAULT_EXT else f", device {a.device_ext}"
-    print(f"{rc.model} {rc.runtime} ({rc.frontend} front end{on}): {rc.steps} steps, "
+    print(f"{rc.model} {rc.runtime} ({spelled(rc.frontend)} front end{on}): {rc.steps} steps, "
           f"{rc.decode_tokens} decode tokens, {rc.prefill_tokens} prefill tokens "
           f"({rc.recomputed_tokens} recomputed), {rc.preemptions} preemptions, "
           f"hit rate {rc.hit_rate:.4f}")

@@ -14,8 +14,9 @@ on a device with the open-row all-bank write (the cycle model's and the RTL's ti
 that extension set), which the runtime's Commit Zone token writes then use (``WR_ABK_OPEN``).
 
 Prints a row per step (progress on stderr with ``--json``), a summary, and writes
-``cycles.png`` (cycles per step by phase) and ``chat.json`` into ``--out``; ``--waves STEP``
-writes an FST waveform of channel 0 up to the end of step STEP.
+``cycles.png`` (cycles per step by phase) and ``chat.json`` into ``--out`` (default
+``build/demo/<device>``: a model run leaves an RTL run's files alone); ``--waves STEP`` writes
+an FST waveform of channel 0 up to the end of step STEP.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from patton.cli.options import add_device_ext_option, check_folder, integer
+from patton.cli.options import add_device_ext_option, check_folder, choice, integer, plain
 from patton.serving import conversations as cv
 from patton.serving.chat import (
     CH_PER_HEAD,
@@ -42,10 +43,13 @@ from patton.serving.chat import (
 from patton.serving.chat_plot import plot
 from patton.serving.faults import Faults
 from patton.sim.extensions import DEFAULT_EXT
-from patton.sim.textfile import decimal, write_atomic
+from patton.sim.textfile import decimal, shown, write_atomic
 from patton.sim.timing import timing_table
 
-__all__ = ["HEADER", "add_parser", "channels", "row", "run", "summary"]
+__all__ = ["HEADER", "DEFAULT_OUT", "add_parser", "channels", "row", "run", "summary"]
+
+#: ``--out``'s default, under which each ``--device`` has its own folder.
+DEFAULT_OUT = Path("build/demo")
 
 NATURAL = integer(0)
 
@@ -88,9 +92,11 @@ def row(s: dict[str, Any]) -> str:
 def add_parser(sub: Any) -> None:
     """Add ``patton demo`` to the ``patton`` command's subparsers."""
     demo = sub.add_parser(
-        "demo", help="a multi-turn chat served by PATTON on live RTL channels, every step "
-                     "checked", description=__doc__.split("\n\n")[0])
-    demo.add_argument("--device", choices=("rtl", "model"), default="rtl",
+        "demo", help="a multi-turn chat served by PATTON on live RTL channels (or the "
+                     "device models), every step checked",
+        description=plain(__doc__.split("\n\n")[0]))
+    devices = choice(("rtl", "model"))
+    demo.add_argument("--device", type=devices, metavar=devices.metavar, default="rtl",
                       help="rtl: a Verilator simulation per channel, checked against the "
                            "models (default); model: the cycle and functional models only")
     demo.add_argument("--channels", type=channels, default=CH_PER_HEAD, metavar="N",
@@ -107,13 +113,13 @@ def add_parser(sub: Any) -> None:
     demo.add_argument("--waves", type=NATURAL, metavar="STEP",
                       help="write an FST waveform of channel 0 from the start to the end of "
                            "step STEP (rtl only; a second Verilator build the first time)")
-    demo.add_argument("--fault", choices=Faults.KINDS,
+    demo.add_argument("--fault", type=choice(Faults.KINDS), metavar=choice(Faults.KINDS).metavar,
                       help="inject one fault (at --fault-step) to see the checks catch it")
     demo.add_argument("--fault-step", type=NATURAL, default=12, metavar="STEP",
                       help="step of --fault (default 12)")
-    demo.add_argument("--out", metavar="DIR", default="build/demo",
-                      help="folder for cycles.png, chat.json and the waveform "
-                           "(default build/demo)")
+    demo.add_argument("--out", metavar="DIR", default=None,
+                      help="folder for cycles.png, chat.json and the waveform (default "
+                           f"{DEFAULT_OUT}/DEVICE: {DEFAULT_OUT}/rtl or {DEFAULT_OUT}/model)")
     demo.add_argument("--json", action="store_true",
                       help="print the figures as one JSON object (the table goes to stderr)")
     demo.set_defaults(func=run)
@@ -128,7 +134,8 @@ def run(args: argparse.Namespace) -> int:
                             f"({args.steps - 1} with --steps {args.steps}): the fault would "
                             "never be injected")
     try:
-        out = check_folder(args.out, "--out")
+        out = check_folder(args.out if args.out is not None else DEFAULT_OUT / args.device,
+                           "--out")
     except ValueError as e:
         return _error(args, str(e))
     try:
@@ -136,13 +143,13 @@ def run(args: argparse.Namespace) -> int:
     except cv.WorkloadError as e:
         return _error(args, str(e), e.source, e.line)
     except OSError as e:
-        return _error(args, f"{args.conversations}: {e.strerror or e}")
+        return _error(args, f"{shown(args.conversations)}: {e.strerror or e}")
     setup = ChatSetup.of_channels(args.channels, seed=args.seed)
     table: TextIO = sys.stderr if args.json else sys.stdout
     faults = Faults(args.fault, args.fault_step) if args.fault else None
     started = time.perf_counter()
     ext = args.device_ext
-    print(f"PATTON serving {len(conversations)} conversations ({args.conversations}) on "
+    print(f"PATTON serving {len(conversations)} conversations ({shown(args.conversations)}) on "
           f"{'RTL channels under Verilator' if args.device == 'rtl' else 'the device models'}"
           + ("" if ext == DEFAULT_EXT else f" with the device extension {ext}")
           + f": Llama-3-8B, {setup.geometry}, {setup.layers} layers, "
@@ -188,16 +195,16 @@ def _on_rtl(conversations: list, setup: ChatSetup, faults: Faults | None,
     """Serve on the setup's channels, each a simulator of the RTL; return the report, the
     seconds the simulators took to be ready (built, or loaded from the cache) and the peak
     memory (:func:`_memory`)."""
+    from patton.tb.builds import announce, pending_build
     from patton.tb.executor import RtlExecutor
     from patton.tb.toolchain import quiet
 
     device = setup.config().device
     log = out / "build.log"
-    print(f"building the RTL channel (rows {setup.rows}): about a minute the first time, "
-          f"cached under build/ (log: {log})", file=table, flush=True)
+    pending = pending_build(setup.rows, ext=args.device_ext)
     t = time.perf_counter()
     try:
-        with quiet(log):
+        with announce(pending, f"the RTL channel (rows {setup.rows})", log), quiet(log):
             ex = RtlExecutor(device, channels=range(setup.channels), rows=setup.rows,
                              strict=False, name="demo",
                              timing=timing_table(None, args.device_ext))
@@ -212,9 +219,9 @@ def _on_rtl(conversations: list, setup: ChatSetup, faults: Faults | None,
         if args.waves is not None:
             from patton.tb.waves import Waves
 
-            print("building the waveform player (FST): cached under build/", file=table,
-                  flush=True)
-            with quiet(out / "build.log"):
+            with announce(pending_build(setup.rows, "fst"),
+                          f"the RTL channel with FST tracing (rows {setup.rows})", log,
+                          kind="channel-fst"), quiet(log):
                 waves = Waves(args.waves, setup.rows, out)
         chat = Chat(conversations, ex, setup, faults=faults, max_steps=args.steps,
                     observers=[waves] if waves is not None else [])

@@ -24,9 +24,11 @@ from patton.cli.options import (
     add_device_ext_option,
     add_timing_option,
     check_folder,
+    commands,
     integer,
 )
 from patton.sim.extensions import ext_field
+from patton.sim.progress import PROGRESS_HELP, Progress
 
 __all__ = ["add_parser"]
 
@@ -38,9 +40,16 @@ PROVE_OUT = "build/formal"
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add ``hw`` (with its ``verilog`` verb) to ``subparsers``; return the ``hw`` parser."""
-    hw = subparsers.add_parser("hw", help="the RTL channel")
-    verbs = hw.add_subparsers(dest="verb", required=True)
-    gen = verbs.add_parser("verilog", help="generate the channel Verilog and the mat macro")
+    hw = subparsers.add_parser("hw", help="the RTL channel's hardware: write its Verilog, run "
+                                          "its formal proofs",
+                               description="The RTL channel's hardware: write its Verilog and "
+                                           "the DRAM mat macro, or run its formal proofs with "
+                                           "SymbiYosys.")
+    verbs = commands(hw, "verb")
+    gen = verbs.add_parser("verilog", help="generate the channel Verilog and the mat macro",
+                           description="Write the channel Verilog (its timing checker "
+                                       "generated from the timing profile, its decoder for "
+                                       "the device extension set) and the DRAM mat macro.")
     gen.add_argument("--rows", type=_positive, default=None,
                      help="rows per bank (default: the device's 16384)")
     gen.add_argument("--out", default=DEFAULT_OUT, metavar="DIR",
@@ -48,12 +57,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     add_timing_option(gen)
     add_device_ext_option(gen)
     gen.set_defaults(func=_verilog)
-    prove = verbs.add_parser("prove", help="run the formal proofs (SymbiYosys)")
+    prove = verbs.add_parser("prove", help="run the formal proofs (SymbiYosys)",
+                             description="Run the channel's formal proofs with SymbiYosys "
+                                         "(docs/verification.md); exit 1 if any fails.")
     prove.add_argument("--only", nargs="+", metavar="NAME", default=None,
                        help="run only these proofs (default: all)")
     prove.add_argument("--out", default=PROVE_OUT, metavar="DIR",
                        help=f"output directory (default {PROVE_OUT})")
     prove.add_argument("--json", action="store_true", help="print the results as JSON")
+    prove.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                       help=PROGRESS_HELP + "; without --json a line per proof on stdout is "
+                            "the progress")
     add_device_ext_option(prove)
     prove.set_defaults(func=_prove)
     return hw
@@ -103,13 +117,18 @@ def _prove(args: argparse.Namespace) -> int:
         return f"{done}{partial}; run the command again to prove them all"
 
     interrupt.keep(kept)
+    # a row per proof on stdout shows the progress; --json prints only at the end
+    show = args.progress if args.progress is not None or args.json else False
+    bar = Progress(len(chosen), "hw prove", "proof", show=show)
     for proof in chosen:
         running[:] = [proof.name]
         try:
             outcome = proof.run(args.out)
         except ToolError as error:
+            bar.close()
             print(f"error: {error}", file=sys.stderr)
             return 2
+        bar.update()
         results.append({"name": proof.name, "mode": proof.mode, "depth": proof.depth,
                         "status": outcome.status, "seconds": round(outcome.seconds, 1),
                         "config": proof.config, "claim": proof.claim,
@@ -120,6 +139,7 @@ def _prove(args: argparse.Namespace) -> int:
             print(f"{proof.name:24} {proof.mode:5} depth {proof.depth:<3} "
                   f"{outcome.status:5} {outcome.seconds:6.1f} s"
                   + (f"  trace {outcome.trace}" if outcome.trace else ""))
+    bar.close()
     if args.json:
         print(json.dumps({"proofs": results,
                           "passed": sum(r["status"] == "PASS" for r in results),

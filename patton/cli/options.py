@@ -6,14 +6,22 @@ zero) and within stated bounds, so a bad value is a usage error (exit 2) naming 
 rule, never a traceback from deep inside a run; :func:`fraction` does the same for shares.
 :func:`add_timing_option` adds the one ``--timing`` option, :func:`add_strict_option` the one
 ``--strict``, and :func:`read_trace` reads a trace under it, printing its notes.
+
+Option values are spelled with hyphens on the command line (``per-channel``, ``wo-cz-write``),
+as every other name the command takes is (``llama3-8b``, ``aimsim-0f28a07``); records and JSON
+keep the code's names (``per_channel``). :func:`choice` is the argparse type of every option
+with a fixed set of values: it returns the code's name and accepts the other spelling with a
+note on stderr. :func:`commands` adds a command's sub-commands, printed as its help when none
+is given.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +36,97 @@ from patton.sim.trace import TraceNote
 
 __all__ = ["check_folder", "check_file", "integer", "fraction", "SEED", "CLIENTS", "POOL",
            "BLOCKS", "BLOCK_SIZE", "MODEL_LEN", "TOKENS", "STEPS", "COUNT", "SKIP",
-           "add_timing_option", "add_strict_option", "read_trace", "SHOW_NOTES"]
+           "add_timing_option", "add_strict_option", "read_trace", "SHOW_NOTES", "Choice",
+           "choice", "spelled", "commands", "assumption", "plain"]
+
+
+def spelled(name: str) -> str:
+    """``name`` (an option value as the code names it) as the command line spells it: with
+    hyphens (``per_channel`` -> ``per-channel``)."""
+    return name.replace("_", "-")
+
+
+class Choice:
+    """The argparse type of an option with a fixed set of values (made by :func:`choice`).
+
+    It takes a value as the command line spells it (:func:`spelled`) and returns it as the
+    code names it (``per-channel`` -> ``per_channel``); the code's own spelling is accepted
+    too, with ``note: per_channel is spelled per-channel`` on stderr. Anything else is a usage
+    error (exit 2) listing the values. :attr:`choices` are the command line's spellings.
+    """
+
+    def __init__(self, values: Iterable[str]) -> None:
+        self.names = tuple(values)
+        self.choices = tuple(spelled(v) for v in self.names)
+        self._by_spelling = dict(zip(self.choices, self.names, strict=True))
+        self.__name__ = "choice"  # argparse names the type in some messages
+
+    @property
+    def metavar(self) -> str:
+        """The values in braces, as argparse shows an option's choices."""
+        return "{" + ",".join(self.choices) + "}"
+
+    def __call__(self, text: str) -> str:
+        if text in self._by_spelling:
+            return self._by_spelling[text]
+        other = spelled(text)
+        if text not in self.choices and other in self._by_spelling:
+            print(f"note: {text} is spelled {other}", file=sys.stderr)
+            return self._by_spelling[other]
+        raise argparse.ArgumentTypeError(
+            f"invalid choice: {text!r} (choose from {', '.join(map(repr, self.choices))})")
+
+
+def choice(values: Iterable[str]) -> Choice:
+    """The argparse type of an option whose value is one of ``values`` (the code's names);
+    pass ``metavar=`` (or the type's :attr:`Choice.metavar`) and a ``default`` spelled as
+    the command line spells it."""
+    return Choice(values)
+
+
+def plain(text: str) -> str:
+    """``text`` (a docstring's paragraph) as ``--help`` prints it: without reST markup
+    (``:mod:`x``` -> ``x``, double backquotes dropped)."""
+    return re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", text).replace("``", "")
+
+
+def assumption(axes: Mapping[str, Iterable[str]]) -> Callable[[str], str]:
+    """The argparse type of ``--assume AXIS=VALUE``: ``axes`` maps each axis to its values
+    (the code's names). Returns ``axis=value`` in the code's names; the axis and the value
+    are each read as :class:`Choice` reads a value (the other spelling with a note)."""
+    names = Choice(axes)
+    values = {axis: Choice(known) for axis, known in axes.items()}
+
+    def parse(text: str) -> str:
+        name, sep, value = text.partition("=")
+        if not sep or not name or not value:
+            raise argparse.ArgumentTypeError(f"takes AXIS=VALUE, got {text!r}")
+        try:
+            axis = names(name)
+        except argparse.ArgumentTypeError:
+            raise argparse.ArgumentTypeError(
+                f"unknown axis {name!r} in {text!r} (choose from "
+                f"{', '.join(map(repr, names.choices))})") from None
+        try:
+            return f"{axis}={values[axis](value)}"
+        except argparse.ArgumentTypeError:
+            raise argparse.ArgumentTypeError(
+                f"{spelled(axis)}: invalid value {value!r} (choose from "
+                f"{', '.join(map(repr, values[axis].choices))})") from None
+
+    parse.__name__ = "AXIS=VALUE"
+    return parse
+
+
+def commands(parser: argparse.ArgumentParser, dest: str) -> argparse._SubParsersAction:
+    """Add ``parser``'s sub-commands (stored in ``dest``); without one, the command prints
+    its help on stdout and exits 0 (as ``cargo`` does), not a usage error."""
+    def show_help(args: argparse.Namespace) -> int:
+        parser.print_help()
+        return 0
+
+    parser.set_defaults(func=show_help)
+    return parser.add_subparsers(dest=dest, metavar="COMMAND", title="commands")
 
 
 def integer(low: int, high: int | None = None) -> Callable[[str], int]:
@@ -94,7 +192,8 @@ def add_timing_option(sub: argparse.ArgumentParser) -> None:
 
     An unknown name is a usage error (exit 2) that lists the profiles.
     """
-    sub.add_argument("--timing", choices=PROFILES, default=DEFAULT_PROFILE, metavar="PROFILE",
+    sub.add_argument("--timing", type=choice(PROFILES), default=DEFAULT_PROFILE,
+                     metavar="PROFILE",
                      help="timing rules of the public AiM simulator at one commit: "
                           + " or ".join(PROFILES) + f" (default {DEFAULT_PROFILE})")
 
@@ -104,7 +203,8 @@ def add_device_ext_option(sub: argparse.ArgumentParser) -> None:
 
     An unknown name is a usage error (exit 2) that lists the sets.
     """
-    sub.add_argument("--device-ext", choices=EXTENSIONS, default=DEFAULT_EXT, metavar="SET",
+    sub.add_argument("--device-ext", type=choice(EXTENSIONS), default=DEFAULT_EXT,
+                     metavar="SET",
                      help="device extension set: " + " or ".join(EXTENSIONS)
                           + f" (default {DEFAULT_EXT}, AiM as the public simulator has it; "
                           "docs/extensions.md)")

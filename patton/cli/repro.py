@@ -2,7 +2,7 @@
 
 ``patton repro fig7|fig8|fig9|micro|sensitivity|all [--quick] [--out DIR] [--workers N]
 [--json] [--ray ADDRESS] [--steps N] [--models M,M] [--assume AXIS=VALUE ...]
-[--frontend shared|per_channel] [--device-ext SET] [--what-if AXIS] [--check|--no-check]
+[--frontend shared|per-channel] [--device-ext SET] [--what-if AXIS] [--check|--no-check]
 [--progress|--no-progress] [--resume]``
     Run the figure's configurations (each an independent task: local worker processes, or Ray
     remote tasks with ``--ray``), then write ``repro.json`` (the figure records), ``repro.md``
@@ -14,7 +14,7 @@
     whether Fig. 7/8's programs are verified. ``--assume AXIS=VALUE`` changes one of the
     evaluation's assumptions from the paper configuration (:mod:`patton.eval.assumptions`;
     ``--frontend F`` is ``--assume frontend=F``, ``--device-ext SET`` is ``--assume
-    device_ext=SET``: the whole evaluation on that device). ``--what-if device_ext`` adds the
+    device-ext=SET``: the whole evaluation on that device). ``--what-if device-ext`` adds the
     opt-in axis's other values, on both front ends, to the sensitivity's rows
     (``docs/extensions.md``). Every finished task is kept in ``DIR/tasks/``
     (:mod:`patton.eval.store`); ``--resume`` takes from there the ones that check (the same code,
@@ -38,11 +38,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from patton.cli import interrupt
-from patton.cli.options import check_folder, integer
+from patton.cli.options import assumption, check_folder, choice, commands, integer, spelled
 from patton.eval.assumptions import AXES, PAPER, parse
 from patton.eval.figures import FIGURES, NAMES
 from patton.eval.paper import MODELS as MODEL_NAMES
 from patton.eval.plan import FULL, QUICK
+from patton.eval.report import reduced, scale_note
 from patton.eval.repro import DEFAULT_WORKERS, reproduce, write
 from patton.eval.store import Store, StoreBusy
 from patton.sim.cycle_model import FRONTENDS
@@ -63,7 +64,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                                             "microbenchmarks",
                               description="Run the paper's evaluation and write JSON, "
                                           "markdown and PNGs side by side with the paper.")
-    p.add_argument("figure", choices=(*NAMES, "all"),
+    figure = choice((*NAMES, "all"))
+    p.add_argument("figure", type=figure, metavar=figure.metavar,
                    help="which figure to reproduce (all: every one)")
     p.add_argument("--quick", action="store_true",
                    help="100 steps, Llama-3-8B and OPT-6.7B, every configuration checked by a "
@@ -84,20 +86,23 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                    help=f"the models of Fig. 7 and 8 (default: the paper's four; known: "
                         f"{', '.join(MODEL_NAMES)})")
     p.add_argument("--assume", action="append", default=[], metavar="AXIS=VALUE",
+                   type=assumption({a.name: a.values for a in AXES.values()}),
                    help="change one assumption from the paper configuration (repeatable); "
-                        + "; ".join(f"{a.name}: {'|'.join(a.values)} (paper {a.paper})"
-                                    for a in AXES.values()))
-    p.add_argument("--frontend", choices=FRONTENDS, default=None,
+                        + "; ".join(f"{spelled(a.name)}: "
+                                    f"{'|'.join(spelled(v) for v in a.values)} "
+                                    f"(paper {spelled(a.paper)})" for a in AXES.values()))
+    frontend = choice(FRONTENDS)
+    p.add_argument("--frontend", type=frontend, metavar=frontend.metavar, default=None,
                    help="the cycle-model front end of the headline runs (--assume "
                         "frontend=...; default shared: the public simulator's one decoder; "
                         "Fig. 8 always runs both)")
-    p.add_argument("--device-ext", choices=EXTENSIONS, default=None, metavar="SET",
-                   help="the device extension set of every run (--assume device_ext=...; "
+    p.add_argument("--device-ext", type=choice(EXTENSIONS), default=None, metavar="SET",
+                   help="the device extension set of every run (--assume device-ext=...; "
                         f"default {DEFAULT_EXT}: AiM as the public simulator has it)")
     p.add_argument("--what-if", action="append", default=[], metavar="AXIS",
-                   choices=[a.name for a in AXES.values() if a.opt_in],
+                   type=choice(a.name for a in AXES.values() if a.opt_in),
                    help="also vary this opt-in axis in the sensitivity (on both front ends): "
-                        + ", ".join(a.name for a in AXES.values() if a.opt_in))
+                        + ", ".join(spelled(a.name) for a in AXES.values() if a.opt_in))
     p.add_argument("--check", action=argparse.BooleanOptionalAction, default=None,
                    help="verify every program of the Fig. 7/8 runs (the cost run's check; "
                         "default: with --quick only)")
@@ -108,8 +113,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--json", action="store_true",
                    help="print the figure records as one JSON object keyed by figure")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                   help="a progress bar per task on stderr (default: when stderr is a "
-                        "terminal)")
+                   help="a progress bar per task on stderr (--no-progress: nothing; "
+                        "default: bars on a terminal, else a line every 30 s)")
     p.set_defaults(func=repro)
     return p
 
@@ -159,7 +164,7 @@ def repro(args: argparse.Namespace) -> int:
             assumed.append(f"frontend={args.frontend}")
         if args.device_ext is not None:
             if any(a.startswith("device_ext=") for a in assumed):
-                raise UsageError("--device-ext and --assume device_ext=... both given")
+                raise UsageError("--device-ext and --assume device-ext=... both given")
             assumed.append(f"device_ext={args.device_ext}")
         if len(set(args.what_if)) != len(args.what_if):
             raise UsageError("--what-if names an axis twice")
@@ -178,13 +183,13 @@ def repro(args: argparse.Namespace) -> int:
     if args.check is not None:
         scale = scale.with_(check=args.check)
     scale = scale.with_(assumptions=assumptions, what_if=tuple(args.what_if))
-    show = args.progress if args.progress is not None else sys.stderr.isatty()
     store = Store(out / "tasks")
     interrupt.keep(lambda: f"kept {_results(len(list(store.folder.glob('*.json'))))} in "
                            f"{store.folder}; run the same command with --resume to continue")
     start = time.perf_counter()
     try:
-        records = reproduce(figures, scale, workers=args.workers, ray=args.ray, progress=show,
+        records = reproduce(figures, scale, workers=args.workers, ray=args.ray,
+                            progress=args.progress,
                             store=store, resume=args.resume)
     except (RayUnavailable, StoreBusy) as e:
         return _error(str(e))
@@ -193,19 +198,29 @@ def repro(args: argparse.Namespace) -> int:
         return 1
     seconds = time.perf_counter() - start
     command = "patton repro " + " ".join(_argv(args))
-    files = write(records, out, command=command, wall_seconds=seconds, quick=args.quick)
+    files = write(records, out, command=command, wall_seconds=seconds, quick=args.quick,
+                  scale=scale)
     if args.json:
         json.dump(records, sys.stdout)
         sys.stdout.write("\n")
         return 0
-    print(f"repro       {', '.join(figures)} in {seconds:.1f} s "
-          f"({'quick' if args.quick else 'full'}: {scale.steps:,} steps per cost run, "
-          f"{scale.fig9_steps:,} per Fig. 9 run)")
+    note = scale_note(figures, scale)
+    run = "quick run" if args.quick else "reduced run"
+    at = run if note is not None else "the paper's scale"
+    print(f"repro       {', '.join(figures)} in {seconds:.1f} s ({at})")
     changed = assumptions.differs(PAPER)
     print("assumptions " + ("the paper configuration" if not changed else ", ".join(
-        f"{a}={getattr(assumptions, a)}" for a in changed) + " (else the paper configuration)"))
+        f"{spelled(a)}={spelled(getattr(assumptions, a))}" for a in changed)
+        + " (else the paper configuration)"))
     for f in figures:
-        print(f"{f:<11} {FIGURES[f].summary(records[f])}")
+        mark = f"{run}: " if reduced(f, scale) else ""
+        print(f"{f:<11} {mark}{FIGURES[f].summary(records[f])}")
+    if note is not None:
+        flags = [o for o, given in (("--quick", args.quick), ("--steps", args.steps),
+                                    ("--models", args.models)) if given]
+        print(f"note        {run}: {'a pipeline check, ' if args.quick else ''}not the "
+              f"paper's scale: {note}; run without {' and '.join(flags) or 'them'} for the "
+              "paper's numbers")
     print("wrote       " + ", ".join(os.fspath(p) for p in files))
     return 0
 
@@ -224,14 +239,14 @@ def _argv(args: argparse.Namespace) -> list[str]:
         out += ["--models", args.models]
     if args.check is not None:
         out.append("--check" if args.check else "--no-check")
-    for a in args.assume:
-        out += ["--assume", a]
+    for a in args.assume:  # as the command line spells them
+        out += ["--assume", "=".join(spelled(part) for part in a.split("=", 1))]
     if args.frontend is not None:
-        out += ["--frontend", args.frontend]
+        out += ["--frontend", spelled(args.frontend)]
     if args.device_ext is not None:
         out += ["--device-ext", args.device_ext]
     for a in args.what_if:
-        out += ["--what-if", a]
+        out += ["--what-if", spelled(a)]
     if args.workers != DEFAULT_WORKERS:
         out += ["--workers", str(args.workers)]
     if args.ray is not None:
@@ -243,8 +258,8 @@ def _argv(args: argparse.Namespace) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``repro`` alone (``python -m patton.cli.repro repro ...``)."""
-    top = argparse.ArgumentParser(prog="patton")
-    add_parser(top.add_subparsers(dest="part", required=True))
+    top = argparse.ArgumentParser(prog="patton", description="The paper's evaluation.")
+    add_parser(commands(top, "part"))
     args = top.parse_args(argv)
     return args.func(args)
 

@@ -68,6 +68,7 @@ from patton.cli.options import (
     add_strict_option,
     add_timing_option,
     check_file,
+    commands,
     fraction,
     integer,
     read_trace,
@@ -76,6 +77,7 @@ from patton.sim import readouts as readouts_format
 from patton.sim import schedule as schedule_format
 from patton.sim.device import DEVICE
 from patton.sim.extensions import DEFAULT_EXT, NotOnDeviceError
+from patton.sim.textfile import shown
 from patton.tb import builds, coverage_report, validate
 from patton.tb.closure import close
 from patton.tb.driver import DRAIN, DRAIN_MARGIN
@@ -133,34 +135,24 @@ class _Output:
         return "the output above" if self.verbose else f"log: {self.log}"
 
 
-def _building(message: str, out: _Output) -> None:
-    """Say on stderr that a build starts (and where its output goes)."""
-    log = "" if out.verbose else f" (log: {out.log})"
-    print(f"{message}, cached under build/{log}", file=sys.stderr, flush=True)
-
-
 def _player(rows: int, waves: str | None, timing: str, out: _Output,
             ext: str = DEFAULT_EXT) -> SchedulePlayer:
     """:func:`patton.tb.builds.player`, saying when it builds, with the build's output sent to
     ``out``."""
     pending = builds.pending_build(rows, waves, timing, ext=ext)
-    if pending == "verilog":
-        _building(f"building the RTL channel (rows {rows}): the sources changed since its "
-                  f"last build, regenerating its Verilog (seconds; a minute if the Verilog "
-                  f"differs)", out)
-    elif pending == "new":
-        _building(f"building the RTL channel (rows {rows}): about a minute", out)
-    with out():
+    what = f"the RTL channel (rows {rows}" + (f", {waves} tracing)" if waves else ")")
+    with builds.announce(pending, what, None if out.verbose else out.log,
+                         kind=f"channel-{waves}" if waves else "channel"), out():
         return builds.player(rows, waves, timing, ext)
 
 
 def _coverage_player(timing: str, out: _Output, ext: str = DEFAULT_EXT) -> SchedulePlayer:
     """:func:`patton.tb.builds.coverage_player`, saying when it builds, with the build's output
     sent to ``out``."""
-    if builds.pending_build(DEFAULT_ROWS, timing=timing, coverage=True, ext=ext):
-        _building(f"building the RTL channel with line and toggle coverage (rows "
-                  f"{DEFAULT_ROWS}): about two minutes", out)
-    with out():
+    pending = builds.pending_build(DEFAULT_ROWS, timing=timing, coverage=True, ext=ext)
+    with builds.announce(pending, f"the RTL channel with line and toggle coverage (rows "
+                                  f"{DEFAULT_ROWS})", None if out.verbose else out.log,
+                         kind="coverage"), out():
         return builds.coverage_player(timing, ext)
 
 
@@ -270,7 +262,7 @@ def _run_checked(args: argparse.Namespace) -> int:
     if args.readouts is not None:
         readouts_format.check(args.readouts)
     try:
-        trace = validate.prepare_trace(program, str(args.trace), rows=args.rows,
+        trace = validate.prepare_trace(program, shown(args.trace), rows=args.rows,
                                        seed=args.seed, timing=args.timing, waves=waves,
                                        ext=args.device_ext)
     except (RowsError, NotOnDeviceError) as error:
@@ -360,7 +352,7 @@ def _check_checked(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     commands = schedule_format.read(args.schedule)
     try:
-        sched = validate.prepare_schedule(commands, str(args.schedule), rows=args.rows,
+        sched = validate.prepare_schedule(commands, shown(args.schedule), rows=args.rows,
                                           timing=args.timing, ext=args.device_ext)
     except (RowsError, NotOnDeviceError) as error:
         return _error(str(error), args.json)
@@ -393,7 +385,7 @@ def _print_check(args: argparse.Namespace, sched: validate.PreparedSchedule,
           + _on(args.device_ext)
           + (f", {bus} bus conflict(s) (not replayed)" if bus else ""))
     for v in sched.found[:_SHOW]:
-        print(f"  {v.located(args.schedule)}")
+        print(f"  {v.located(shown(args.schedule))}")
     print(f"rtl        {report['rtl_violations']} violation(s)")
     print(_speed_line(report, args.jobs))
     for r in replays:
@@ -537,7 +529,7 @@ def _common(verb: argparse.ArgumentParser) -> None:
     verb.add_argument("--json", action="store_true", help="print one JSON object")
     verb.add_argument("-v", "--verbose", action="store_true",
                       help="show the make/Verilator/cocotb output (default: into a log file "
-                           "under build/runs/, named on failure)")
+                           f"under {BUILD_ROOT / 'runs'}, named on failure)")
     add_timing_option(verb)
     add_device_ext_option(verb)
 
@@ -550,9 +542,12 @@ def _on(ext: str) -> str:
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Register ``rtl`` (``run``, ``check``, ``coverage``) on ``subparsers``; return its
     parser."""
-    rtl = subparsers.add_parser("rtl", help="the RTL channel under Verilator",
-                                description="Replay traces and schedules on the RTL channel.")
-    verbs = rtl.add_subparsers(dest="verb", required=True)
+    rtl = subparsers.add_parser("rtl", help="the RTL channel simulated by Verilator: run a "
+                                            "trace, replay a schedule, close coverage",
+                                description="Run traces and replay schedules on the RTL "
+                                            "channel simulated by Verilator, scored against "
+                                            "the models, or close its functional coverage.")
+    verbs = commands(rtl, "verb")
     run = verbs.add_parser("run", help="run a trace on the RTL and score it against the models",
                            description=_RUN_HELP)
     run.add_argument("trace", help="instruction trace (public AiM format or ours)")
@@ -560,7 +555,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     run.add_argument("--rows", type=_rows, default=None,
                      help="rows per bank of the RTL build (default: chosen from the schedule: "
                           "its highest row rounded up to a power of two, at least "
-                          f"{DEFAULT_ROWS}, or a larger build already cached under build/)")
+                          f"{DEFAULT_ROWS}, or a larger build already cached)")
     run.add_argument("--seed", type=SEED, default=0,
                      help="seed of the payloads filled in for writes without data= (default 0)")
     run.add_argument("--waves", metavar="FILE",
@@ -578,7 +573,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     chk.add_argument("--rows", type=_rows, default=None,
                      help="rows per bank of the RTL build (default: chosen from the schedule: "
                           "its highest row rounded up to a power of two, at least "
-                          f"{DEFAULT_ROWS}, or a larger build already cached under build/)")
+                          f"{DEFAULT_ROWS}, or a larger build already cached)")
     _jobs_option(chk)
     _common(chk)
     chk.set_defaults(func=_reported(_check_checked))
@@ -597,8 +592,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                      help="share of the steps aimed at bins not hit yet (default "
                           f"{Mix().targeted}; 0: plain constrained random)")
     cov.add_argument("--code", action="store_true",
-                     help="run on a Verilator build with line and toggle coverage (about two "
-                          "minutes to build the first time) and report code coverage too: "
+                     help="run on a Verilator build with line and toggle coverage (its own "
+                          "build the first time) and report code coverage too: "
                           "code-coverage.md, coverage.info (lcov), coverage.dat")
     _common(cov)
     cov.set_defaults(func=_reported(_coverage_checked))

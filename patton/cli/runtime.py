@@ -25,7 +25,7 @@ import sys
 import time
 from typing import Any
 
-from patton.cli.options import SEED, add_device_ext_option, integer
+from patton.cli.options import SEED, add_device_ext_option, choice, commands, integer, plain
 from patton.runtime.models import MODELS, model
 from patton.runtime.patton.config import Config
 from patton.runtime.patton.variants import VARIANTS
@@ -35,6 +35,7 @@ from patton.sim import trace
 from patton.sim.extensions import DEFAULT_EXT, ext_field
 from patton.sim.isa import Instruction, Opcode
 from patton.sim.program import Program
+from patton.sim.progress import PROGRESS_HELP, Progress
 from patton.sim.schedule import check_writable
 
 __all__ = ["add_parser", "scenario", "MAX_REQUESTS", "MAX_STEPS", "RUNS"]
@@ -47,12 +48,14 @@ MAX_STEPS = 2048
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Register ``runtime`` (with its ``scenario`` sub-command) and return its parser."""
-    parser = subparsers.add_parser("runtime", help="the PATTON runtime",
+    parser = subparsers.add_parser("runtime", help="the PATTON runtime on the device models: "
+                                                   "a checked serving scenario",
                                    description="The PATTON runtime on the device models.")
-    sub = parser.add_subparsers(dest="runtime_command", required=True)
+    sub = commands(parser, "runtime_command")
     sc = sub.add_parser("scenario", help="serve a random scenario end to end, every step checked",
-                        description=__doc__.split("\n\n")[1])
-    sc.add_argument("--model", default="llama3-8b", choices=sorted(MODELS),
+                        description=plain(__doc__.split("\n\n")[1].split("\n", 2)[2]))
+    models = choice(sorted(MODELS))
+    sc.add_argument("--model", default="llama3-8b", type=models, metavar=models.metavar,
                     help="model whose KV geometry is laid out (default llama3-8b)")
     sc.add_argument("--requests", type=integer(1, MAX_REQUESTS), default=4,
                     help=f"concurrent requests (clients), 1..{MAX_REQUESTS} (default 4)")
@@ -68,8 +71,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     sc.add_argument("--trace", metavar="OUT", help="write the PATTON run's programs as a trace")
     sc.add_argument("--json", action="store_true", help="print one JSON object")
     sc.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                    help="progress bars on stderr for runs longer than a few seconds "
-                         "(default: when stderr is a terminal)")
+                    help=PROGRESS_HELP)
     sc.set_defaults(func=scenario)
     return parser
 
@@ -84,13 +86,12 @@ PROGRESS_DELAY = 2.0
 
 
 class _Bar:
-    """A progress bar on stderr over a run's steps (an observer of its driver)."""
+    """Progress on stderr over a run's steps (an observer of its driver): a bar, or a line
+    now and then (``show``: ``--progress``, :mod:`patton.sim.progress`)."""
 
-    def __init__(self, label: str, steps: int) -> None:
-        from tqdm import tqdm
-
-        self.bar = tqdm(total=steps, desc=label, unit="step", file=sys.stderr,
-                        delay=PROGRESS_DELAY, dynamic_ncols=True, leave=False)
+    def __init__(self, label: str, steps: int, show: bool | None = True) -> None:
+        self.bar = Progress(steps, f"scenario {label}", "step", show=show,
+                            delay=PROGRESS_DELAY)
 
     def stepped(self, work: Any, out: Any) -> None:
         self.bar.update(1)
@@ -106,13 +107,13 @@ class _Programs:
         self.instructions += program[:-1].to_instructions()
 
 
-def _run(config: Config, sc: Scenario, index: int, show: bool,
+def _run(config: Config, sc: Scenario, index: int, show: bool | None,
          extra: list[object] | None = None, device_ext: str = DEFAULT_EXT) -> Served:
     """Serve the scenario on run ``index`` of :data:`RUNS` on a device of extension set
     ``device_ext``; only PATTON's run is checked (the others are served for their Value
     writes' figures)."""
     _, label, variant = RUNS[index]
-    bar = _Bar(label, sc.steps) if show else None
+    bar = _Bar(label, sc.steps, show) if show is not False else None
     try:
         return run(config, sc, variant, check=index == 0,
                    observers=[*(extra or []), *([bar] if bar else [])],
@@ -142,7 +143,7 @@ def scenario(args: argparse.Namespace) -> int:
         return 2
     if args.trace:
         check_writable(args.trace, "trace")
-    show = args.progress if args.progress is not None else sys.stderr.isatty()
+    show = args.progress
     start = time.perf_counter()
     config = Config(model(args.model), layers=args.layers)
     sc = Scenario(requests=args.requests, steps=args.steps, seed=args.seed)

@@ -39,11 +39,15 @@ from patton.cli.options import (
     STEPS,
     TOKENS,
     check_file,
+    choice,
+    commands,
 )
 from patton.runtime.models import MODELS
 from patton.serving.capacity import RUNTIMES, max_context
 from patton.serving.clients import ClientError
 from patton.serving.conversations import WorkloadError, read
+from patton.sim.progress import PROGRESS_HELP, Progress
+from patton.sim.textfile import shown
 
 __all__ = ["add_parsers", "serve", "workload"]
 
@@ -60,9 +64,10 @@ class UsageError(ValueError):
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     """Register ``workload`` (with ``sharegpt``) and ``serve`` on the ``patton`` sub-parsers."""
-    wl = subparsers.add_parser("workload", help="build serving workloads",
+    wl = subparsers.add_parser("workload", help="build serving workloads: token-level "
+                                                "conversation files",
                                description="Build token-level conversation files.")
-    wsub = wl.add_subparsers(dest="workload_command", required=True)
+    wsub = commands(wl, "workload_command")
     sg = wsub.add_parser("sharegpt", help="ShareGPT conversations, Llama-3 tokens",
                          description="Build a conversation file (and its .meta.json) from "
                                      "the ShareGPT wheel, tokenised with Llama-3's BPE.")
@@ -75,18 +80,22 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
                     help="truncate every message to its first N tokens (default: whole)")
     sg.set_defaults(func=workload)
 
-    sv = subparsers.add_parser("serve", help="serve a conversation file (hit rates)",
+    sv = subparsers.add_parser("serve", help="serve a conversation file through an engine with "
+                                             "a KV-cache runtime (hit rates, capacity)",
                                description="Serve a conversation file with the client model "
                                            "through an engine with a KV-cache runtime.")
     sv.add_argument("--conversations", required=True, metavar="FILE.jsonl",
-                    help="conversation file (JSONL of token ids, `patton workload sharegpt` "
+                    help="conversation file (JSONL of token ids, patton workload sharegpt "
                          "writes one; docs/serving.md)")
-    sv.add_argument("--engine", choices=("embedded", "vllm"), default="embedded",
+    engines = choice(("embedded", "vllm"))
+    sv.add_argument("--engine", type=engines, metavar=engines.metavar, default="embedded",
                     help="the embedded vLLM-equivalent engine (default) or real vLLM 0.33 "
                          "(its venv's python)")
-    sv.add_argument("--runtime", choices=RUNTIMES, default="gpu",
+    sv.add_argument("--runtime", type=choice(RUNTIMES), metavar=choice(RUNTIMES).metavar,
+                    default="gpu",
                     help="KV-cache runtime (default gpu: vLLM's own cache)")
-    sv.add_argument("--model", choices=sorted(MODELS), default="llama3-8b",
+    sv.add_argument("--model", type=choice(sorted(MODELS)),
+                    metavar=choice(sorted(MODELS)).metavar, default="llama3-8b",
                     help="model whose KV geometry the runtime lays out (default llama3-8b)")
     sv.add_argument("--clients", type=CLIENTS, default=32, metavar="C", help="(default 32)")
     sv.add_argument("--pool", type=POOL, default=64, metavar="P",
@@ -108,7 +117,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
                     help="stop after N scheduler steps (default: until the file is served)")
     sv.add_argument("--json", action="store_true", help="print one JSON object")
     sv.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                    help="progress bar on stderr (default: when stderr is a terminal)")
+                    help=PROGRESS_HELP)
     sv.set_defaults(func=serve)
 
 
@@ -142,14 +151,11 @@ def _check(args: argparse.Namespace) -> None:
                          f"got {args.pool}")
 
 
-def _bar(args: argparse.Namespace) -> Any:
-    show = args.progress if args.progress is not None else sys.stderr.isatty()
-    if not show:
-        return None
-    from tqdm import tqdm
-
-    return tqdm(total=args.steps, unit="step", file=sys.stderr, delay=PROGRESS_DELAY,
-                dynamic_ncols=True, leave=False)
+def _bar(args: argparse.Namespace) -> Progress | None:
+    """Progress over the run's steps (:mod:`patton.sim.progress`), or None with
+    ``--no-progress``."""
+    bar = Progress(args.steps, "serve", "step", show=args.progress, delay=PROGRESS_DELAY)
+    return bar if bar.mode is not None else None
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -168,7 +174,7 @@ def serve(args: argparse.Namespace) -> int:
     except WorkloadError as e:
         return _error(str(e))
     except OSError as e:
-        return _error(f"{args.conversations}: {e.strerror or e}")
+        return _error(f"{shown(args.conversations)}: {e.strerror or e}")
     except ValueError as e:  # UsageError
         return _error(str(e))
     bar = _bar(args)
@@ -180,6 +186,8 @@ def serve(args: argparse.Namespace) -> int:
                      max_model_len=args.max_model_len, steps=args.steps,
                      engine=VllmEngine if args.engine == "vllm" else EmbeddedEngine,
                      progress=bar)
+        if bar is not None:  # the meter reports every 64 steps: the rest
+            bar.update(len(served.run.steps) - bar.n)
     except VllmUnavailable as e:
         return _error(f"--engine vllm: {e}")
     except ClientError as e:
@@ -195,7 +203,7 @@ def serve(args: argparse.Namespace) -> int:
     if report["requests"] == 0:  # nothing silently empty (docs/reliability.md)
         why = (f"all {served.passed_over:,} conversations' first turns exceed --max-model-len "
                f"{args.max_model_len}" if served.passed_over else "no request was sent")
-        return _error(f"{args.conversations}: nothing was served: {why}")
+        return _error(f"{shown(args.conversations)}: nothing was served: {why}")
     out: dict[str, Any] = {k: report[k] for k in ("steps", "requests", "prompt_tokens",
                                                   "cached_tokens", "hit_rate", "preemptions",
                                                   "recomputed_tokens", "complete",
@@ -224,7 +232,7 @@ def serve(args: argparse.Namespace) -> int:
 
 def _print(out: dict[str, Any]) -> None:
     cap, p = out["capacity"], out["params"]
-    where = ("the 16 GiB AiM device" if p["num_blocks_default"] else
+    where = ("the AiM device" if p["num_blocks_default"] else
              f"{p['num_blocks']} blocks of memory")
     shape = (f"{cap['layer_rows']} rows/layer ({cap['crs_rows']} Commit Zone), O2V "
              f"{cap['o2v_blocks']} blocks, " if cap["crs_rows"] is not None else
@@ -251,8 +259,8 @@ def _print(out: dict[str, Any]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``workload``/``serve`` alone (``python -m patton.cli.serve serve ...``)."""
-    top = argparse.ArgumentParser(prog="patton")
-    add_parsers(top.add_subparsers(dest="part", required=True))
+    top = argparse.ArgumentParser(prog="patton", description="Serving workloads and runs.")
+    add_parsers(commands(top, "part"))
     args = top.parse_args(argv)
     return args.func(args)
 
