@@ -39,7 +39,6 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from functools import cache
 from operator import itemgetter
 
 import numpy as np
@@ -48,7 +47,7 @@ from patton.sim.controller import NEVER, ChannelController, Issue, Kind, Request
 from patton.sim.device import AF_ROW_BASE, DEVICE, Device
 from patton.sim.extensions import device_ext
 from patton.sim.isa import CFR_RESET, Cfr, Command, Instruction, Opcode
-from patton.sim.program import OP_ID, OPCODES, Program
+from patton.sim.program import OP_ID, Program
 from patton.sim.protocol import column_limits
 from patton.sim.schedule import TimedCommand
 from patton.sim.timing import DEFAULT_PROFILE, Timing, TimingTable, timing_table
@@ -265,15 +264,9 @@ def _check_closed(ops: np.ndarray, timing: TimingTable) -> None:
         raise ValueError("a program must end with AiM EOC")
     if eoc[:-1].any():
         raise ValueError("AiM EOC may appear only at the end of a program")
-    for op in _lacking(timing.ext):
+    for op in device_ext(timing.ext).lacking:
         if (ops == OP_ID[op]).any():
             timing.device.refuse(op)
-
-
-@cache
-def _lacking(ext: str) -> tuple[Opcode, ...]:
-    """The instructions extension set ``ext`` lacks."""
-    return tuple(op for op in OPCODES if op not in device_ext(ext).opcodes)
 
 
 def _starts(state: DeviceState) -> list[tuple[tuple[int, ...], bool]]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 from importlib import resources
 
 from patton.sim.isa import Command, Opcode
@@ -82,6 +82,11 @@ class DeviceExt:
     def has(self, feature: str) -> bool:
         """True when this set includes ``feature`` (e.g. ``"wr16"``)."""
         return feature in self.features
+
+    @cached_property
+    def lacking(self) -> tuple[Opcode, ...]:
+        """The instructions of :class:`Opcode` this set lacks, in their order."""
+        return tuple(op for op in Opcode if op not in self.opcodes)
 
     def refuse(self, what: Command | Opcode) -> None:
         """Raise :class:`NotOnDeviceError` if ``what`` needs a feature this set lacks."""

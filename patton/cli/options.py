@@ -238,7 +238,7 @@ def read_trace(path: str, strict: bool, quiet: bool = False, ext: str = DEFAULT_
     notes: list[TraceNote] = []
     program = trace.read(path, strict=strict, notes=notes)
     device = device_ext(ext)
-    lacking = [OP_ID[op] for op in OPCODES if op not in device.opcodes]
+    lacking = [OP_ID[op] for op in device.lacking]
     found = np.flatnonzero(np.isin(np.asarray(program.op), lacking))
     if len(found):
         i = int(found[0])
